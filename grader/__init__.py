@@ -1,0 +1,1 @@
+"""The Transformer course grader. See docs/ARCHITECTURE.md."""

@@ -1,0 +1,127 @@
+"""Command line: ``python -m grader {check,grade,release,gradescope,batch}``.
+
+Exit codes: 0 grading ran (whatever the score); 2 usage error or unreadable
+submission; 1 a bug in the grader itself.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+from . import paths
+
+
+def _stage_list(value: str | None):
+    return [s for s in (value or "").split(",") if s] or None
+
+
+def cmd_check(args) -> int:
+    from . import run, table
+    stage_ids = [args.stage] if args.stage else None
+    rep = run.grade(args.path, kind="public", stage_ids=stage_ids, isolation=args.isolation,
+                    submission_id=os.path.basename(os.path.abspath(args.path)))
+    table.print_report(rep)
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from . import gradescope, run, table
+    rep = run.grade(args.submission, kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
+                    submission_id=args.id, threads=args.threads)
+    if args.format == "gradescope":
+        payload = gradescope.results_json(rep)
+    else:
+        payload = rep
+    if args.out:
+        from .atomic import write_json
+        write_json(args.out, payload)
+    if not args.quiet:
+        table.print_report(rep)
+    if not args.out:
+        print(json.dumps(payload, indent=1) if args.json else "", end="\n" if args.json else "")
+    return 0
+
+
+def cmd_release(args) -> int:
+    from . import release
+    release.build(args.out_dir)
+    print(f"student bundle written to {args.out_dir}")
+    return 0
+
+
+def cmd_gradescope(args) -> int:
+    from . import gradescope
+    gradescope.build_autograder(args.out_zip)
+    print(f"Gradescope autograder written to {args.out_zip}")
+    return 0
+
+
+def cmd_batch(args) -> int:
+    from . import batch
+    return batch.main(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m grader", description="Grade Transformer-course submissions.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("check", help="run the public tests on your work (default: starter/)")
+    c.add_argument("stage", nargs="?", help="a stage id, e.g. a02_softmax, a02 or 2 (default: all)")
+    c.add_argument("path", nargs="?", default=str(paths.STARTER), help="folder, .zip or notebook")
+    c.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded"])
+    c.set_defaults(func=cmd_check)
+
+    g = sub.add_parser("grade", help="run the hidden suites on one submission (default: solutions/)")
+    g.add_argument("submission", nargs="?", default=str(paths.SOLUTIONS))
+    g.add_argument("--stages", help="comma-separated stage ids (default: all)")
+    g.add_argument("--out", help="write the report here (JSON)")
+    g.add_argument("--format", choices=["json", "gradescope"], default="json")
+    g.add_argument("--id", help="submission id in the report (default: the file or folder name)")
+    g.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded", "inprocess"])
+    g.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    g.add_argument("--json", action="store_true", help="print the report as JSON")
+    g.add_argument("--quiet", action="store_true", help="no table")
+    g.set_defaults(func=cmd_grade)
+
+    r = sub.add_parser("release", help="build the student bundle")
+    r.add_argument("out_dir")
+    r.set_defaults(func=cmd_release)
+
+    gs = sub.add_parser("gradescope", help="build a Gradescope autograder zip")
+    gs.add_argument("out_zip")
+    gs.set_defaults(func=cmd_gradescope)
+
+    b = sub.add_parser("batch", help="grade every submission in a folder")
+    b.add_argument("submissions_dir")
+    b.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2)))
+    b.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite file in --out)")
+    b.add_argument("--out", default="grading-out")
+    b.add_argument("--stages")
+    b.add_argument("--executor", choices=["local", "dask"], default="local")
+    b.add_argument("--scheduler", help="Dask scheduler address for --executor dask")
+    b.add_argument("--regrade", action="store_true", help="grade again even if already graded")
+    b.set_defaults(func=cmd_batch)
+    return p
+
+
+def main(argv=None) -> int:
+    from .submission import UnreadableSubmission
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:
+        return 2 if exc.code else 0
+    try:
+        return args.func(args)
+    except UnreadableSubmission as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    except Exception:  # noqa: BLE001 - anything else is our bug
+        traceback.print_exc()
+        print("error: this is a bug in the grader; please report it with the trace above", file=sys.stderr)
+        return 1

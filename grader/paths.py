@@ -1,0 +1,15 @@
+"""Where things live in the repository."""
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+STARTER = ROOT / "starter"
+ASSIGNMENTS = ROOT / "assignments"
+TESTS = ROOT / "tests"
+PUBLIC_TESTS = TESTS / "public"
+HIDDEN_TESTS = TESTS / "hidden"
+SANDBOX = Path(__file__).resolve().parent / "sandbox"
+SCHEMA = Path(__file__).resolve().parent / "schema" / "report-v1.schema.json"
+
+# What the worker must never read (covered by empty mounts in strict isolation).
+SECRET_PATHS = [SOLUTIONS, TESTS, ROOT / ".git", ROOT / "benchmarks" / "work"]

@@ -1,0 +1,118 @@
+"""The pytest plugin the grader runs hidden and public suites with (``-p grader.plugin``).
+
+It gives tests the ``student`` fixture (the stage module behind the worker
+boundary), turns each outcome into a report status and feedback line, and
+records per-stage events for the report.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from . import isolation as iso
+from . import paths, stages
+from .errors import StudentProblem
+from .worker_client import InProcessWorker, StageWorker, StudentModule
+
+FEEDBACK_CHARS = 1200
+_workers: dict = {}
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("grader")
+    group.addoption("--submission", default=str(paths.SOLUTIONS), help="folder holding the stage modules")
+    group.addoption("--isolation", default="auto", choices=["auto", "strict", "degraded", "inprocess"])
+    group.addoption("--grader-work", default=None, help="private folder for worker files and stage events")
+    group.addoption("--threads", type=int, default=1, help="torch threads in each worker")
+    group.addoption("--hide", action="append", default=[], help="another path the worker must not read")
+
+
+def stage_of(module) -> str:
+    return Path(module.__file__).stem.removeprefix("test_")
+
+
+def _work_dir(config) -> str:
+    if getattr(config, "_grader_work", None) is None:
+        given = config.getoption("--grader-work")
+        work = given or tempfile.mkdtemp(prefix="grader-")
+        os.makedirs(work, exist_ok=True)
+        os.chmod(work, 0o711)  # the worker may cross it to its lib/scratch, not list it
+        private = os.path.join(work, "private")
+        os.makedirs(private, exist_ok=True)
+        os.chmod(private, 0o700)
+        config._grader_work = work
+    return config._grader_work
+
+
+@pytest.fixture(scope="module")
+def student(request):
+    config = request.config
+    stage = stages.get(stage_of(request.module))
+    isolation = iso.Isolation.choose(config.getoption("--isolation"), extra_hidden=config.getoption("--hide"))
+    submission = os.path.abspath(config.getoption("--submission"))
+    if isolation.mode == "inprocess":
+        worker = InProcessWorker(stage, submission)
+    else:
+        work = os.path.join(_work_dir(config), stage.id)
+        os.makedirs(work)
+        os.chmod(work, 0o711)
+        isolation.extra_hidden.append(os.path.join(_work_dir(config), "private"))
+        worker = StageWorker(stage, submission, isolation, work, budget_s=stage.time_limit_s,
+                             threads=config.getoption("--threads"))
+    _workers[stage.id] = (worker, isolation)
+    try:
+        yield StudentModule(worker)
+    finally:
+        worker.close()
+
+
+def classify(excinfo) -> tuple[str, str]:
+    """(status, feedback) of a finished test."""
+    if excinfo is None:
+        return "passed", ""
+    exc = excinfo.value
+    if isinstance(exc, StudentProblem):
+        return exc.status, str(exc)
+    if isinstance(exc, AssertionError):
+        text = str(exc).split("\nassert ")[0].strip() or "an assertion failed"
+        return "failed", text
+    if excinfo.typename in ("Skipped", "XFailed"):
+        return "skipped", str(exc)
+    return "failed", f"the result could not be checked ({type(exc).__name__}: {exc})"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "call" or (call.when == "setup" and report.failed):
+        status, feedback = classify(call.excinfo)
+        item._grader_result = {"status": status, "feedback": feedback[:FEEDBACK_CHARS]}
+
+
+def pytest_json_runtest_metadata(item, call):
+    if call.when != "teardown":
+        return {}
+    doc = (item.function.__doc__ or "").strip().splitlines()
+    result = getattr(item, "_grader_result", {"status": "error", "feedback": "the test did not run"})
+    return {"grader": {**result, "name": doc[0].strip() if doc else item.name}}
+
+
+def pytest_sessionfinish(session):
+    work = getattr(session.config, "_grader_work", None)
+    if work is None:
+        return
+    summary = {}
+    for stage_id, (worker, isolation) in _workers.items():
+        load = worker.load_reply or {}
+        summary[stage_id] = {
+            "timed_out": worker.timed_out, "crashes": worker.crashes, "events": worker.events,
+            "load": {k: load.get(k) for k in ("ok", "kind", "type", "message", "where")},
+            "isolation": isolation.describe(),
+        }
+    with open(os.path.join(work, "private", "stages.json"), "w") as f:
+        json.dump(summary, f)

@@ -1,0 +1,117 @@
+"""Building the schema-v1 score report from a pytest-json-report file."""
+from __future__ import annotations
+
+import json
+import platform
+from functools import lru_cache
+
+from . import paths
+
+STATUSES = ("passed", "failed", "error", "timeout", "crashed", "missing")
+
+
+def environment() -> dict:
+    env = {"python": platform.python_version(), "platform": platform.platform()}
+    for lib in ("numpy", "torch", "pytest"):
+        try:
+            env[lib] = __import__(lib).__version__
+        except ImportError:
+            pass
+    return env
+
+
+def _nodeid_parts(nodeid: str):
+    """'tests/hidden/test_a02_softmax.py::test_x[case]' -> ('a02_softmax', 'test_x', 'test_x[case]')."""
+    file, _, rest = nodeid.partition("::")
+    stage = file.rsplit("/", 1)[-1].removeprefix("test_").removesuffix(".py")
+    func = rest.split("[", 1)[0].split("::")[-1]
+    return stage, func, rest.split("::")[-1]
+
+
+def stage_results(stage, kind: str, json_tests: list, events: dict, intake_errors: list,
+                  module_present: bool) -> dict:
+    """One stage's entry of the report."""
+    points = stage.test_points(kind)
+    mine = [t for t in json_tests if _nodeid_parts(t["nodeid"])[0] == stage.id]
+    per_func: dict = {}
+    for t in mine:
+        per_func.setdefault(_nodeid_parts(t["nodeid"])[1], []).append(t)
+    unknown = sorted(set(per_func) - set(points))
+    if unknown:
+        raise ValueError(f"{stage.id}: tests {unknown} have no weight in stage.toml [{kind}]")
+    tests = []
+    for func, cases in per_func.items():
+        share = points[func] / len(cases)
+        for t in cases:
+            meta = t.get("metadata", {}).get("grader", {})
+            status = meta.get("status") or ("passed" if t["outcome"] == "passed" else "error")
+            if not module_present:
+                status = "missing"
+            feedback = meta.get("feedback", "")
+            if status == "missing" and not feedback:
+                feedback = f"{stage.id}.py was not handed in"
+            duration = sum(t.get(phase, {}).get("duration", 0.0) for phase in ("setup", "call", "teardown"))
+            tests.append({
+                "id": f"{stage.id}::{_nodeid_parts(t['nodeid'])[2]}",
+                "name": meta.get("name", func),
+                "score": round(share if status == "passed" else 0.0, 6),
+                "max_score": round(share, 6),
+                "status": status if status in STATUSES else "error",
+                "visibility": stage.tests(kind)[func].visibility,
+                "feedback": feedback,
+                "duration_s": round(duration, 4),
+            })
+    ev = events.get(stage.id, {})
+    status, message = "graded", ""
+    if not module_present:
+        status, message = "missing", f"{stage.id}.py is not in the submission"
+    elif ev.get("timed_out"):
+        status, message = "timeout", f"the stage hit its {stage.time_limit_s:.0f} s time limit"
+    elif ev.get("load", {}).get("ok") is False and ev.get("crashes"):
+        status = "crashed"
+    if ev.get("load", {}).get("ok") is False and ev["load"].get("kind") == "load_error":
+        message = f"could not import {stage.id}.py: {ev['load'].get('type')}: {ev['load'].get('message')}"
+    notes = [e for e in intake_errors if e.startswith(stage.id)] + ev.get("events", [])
+    if notes:
+        message = "; ".join(filter(None, [message, *notes]))
+    entry = {"id": stage.id, "title": stage.title,
+             "score": round(sum(t["score"] for t in tests), 4), "max_score": float(stage.points),
+             "status": status, "tests": tests}
+    if stage.bonus:
+        entry["bonus"] = True
+    if message:
+        entry["message"] = message
+    return entry
+
+
+def assemble(intake, kind: str, stage_entries: list, errors: list, isolation: dict, duration: float) -> dict:
+    core = [s for s in stage_entries if not s.get("bonus")]
+    bonus = [s for s in stage_entries if s.get("bonus")]
+    report = {
+        "schema_version": 1,
+        "kind": kind,
+        "submission": {"id": intake.id, "path": intake.path, "sha256": intake.sha256, "format": intake.format},
+        "score": round(sum(s["score"] for s in core), 4),
+        "max_score": float(sum(s["max_score"] for s in core)),
+        "stages": stage_entries,
+        "errors": errors,
+        "isolation": isolation,
+        "environment": environment(),
+        "duration_s": round(duration, 3),
+    }
+    if bonus:
+        report["bonus_score"] = round(sum(s["score"] for s in bonus), 4)
+        report["bonus_max_score"] = float(sum(s["max_score"] for s in bonus))
+    return report
+
+
+@lru_cache(maxsize=1)
+def _validator():
+    import jsonschema
+    schema = json.loads(paths.SCHEMA.read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def validate(report: dict) -> None:
+    """Raise ``jsonschema.ValidationError`` if the report does not follow schema v1."""
+    _validator().validate(report)

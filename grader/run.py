@@ -1,0 +1,101 @@
+"""Grading one submission: intake, one trusted pytest session, the report."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import isolation as iso
+from . import paths, report, stages, submission
+
+PYTEST_SLACK_S = 120
+
+
+def test_file(stage, kind: str):
+    folder = paths.HIDDEN_TESTS if kind == "hidden" else paths.PUBLIC_TESTS
+    return folder / f"test_{stage.id}.py"
+
+
+def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
+          submission_id: str | None = None, threads: int = 1, hide=()) -> dict:
+    """Grade the submission at ``path`` and return the schema-v1 report.
+
+    Raises ``submission.UnreadableSubmission`` when nothing can be graded.
+    """
+    start = time.monotonic()
+    chosen = stages.resolve(stage_ids)
+    iso_choice = iso.Isolation.choose(isolation)
+    work = tempfile.mkdtemp(prefix="grader-")
+    os.chmod(work, 0o711)
+    private = os.path.join(work, "private")
+    os.makedirs(private, mode=0o700)
+    try:
+        intake = submission.intake(path, os.path.join(private, "intake"), submission_id)
+        present = {s.id for s in chosen if os.path.exists(os.path.join(intake.folder, f"{s.id}.py"))}
+        runnable = [s for s in chosen if s.id in present and test_file(s, kind).exists()]
+        json_tests, events, errors = [], {}, list(intake.errors)
+        if runnable:
+            json_tests, events, run_errors = _run_pytest(intake.folder, runnable, kind, iso_choice, work,
+                                                         threads, hide)
+            errors += run_errors
+        entries = []
+        for s in chosen:
+            if not test_file(s, kind).exists():
+                continue
+            if s.id in present:
+                entries.append(report.stage_results(s, kind, json_tests, events, intake.errors, True))
+            else:
+                entries.append(_missing_stage(s, kind))
+        result = report.assemble(intake, kind, entries, errors, iso_choice.describe(),
+                                 time.monotonic() - start)
+        report.validate(result)
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _missing_stage(stage, kind):
+    """Every test of a stage whose module was not handed in: status missing, zero."""
+    tests = []
+    for func, pts in stage.test_points(kind).items():
+        tests.append({"id": f"{stage.id}::{func}", "name": func, "score": 0.0, "max_score": round(pts, 6),
+                      "status": "missing", "visibility": stage.tests(kind)[func].visibility,
+                      "feedback": f"{stage.id}.py was not handed in", "duration_s": 0.0})
+    entry = {"id": stage.id, "title": stage.title, "score": 0.0, "max_score": float(stage.points),
+             "status": "missing", "message": f"{stage.id}.py is not in the submission", "tests": tests}
+    if stage.bonus:
+        entry["bonus"] = True
+    return entry
+
+
+def _run_pytest(folder, runnable, kind, isolation, work, threads, hide):
+    private = os.path.join(work, "private")
+    json_path = os.path.join(private, "pytest.json")
+    argv = [sys.executable, "-m", "pytest", "-p", "grader.plugin", "-p", "no:cacheprovider",
+            "-q", "--no-header", "-rN", "--tb=no",
+            f"--rootdir={paths.ROOT}", "-c", str(paths.ROOT / "tests" / "grading.ini"),
+            "--json-report", f"--json-report-file={json_path}", "--json-report-omit", "log", "keywords",
+            f"--submission={folder}", f"--isolation={isolation.mode}", f"--grader-work={work}",
+            f"--threads={threads}", *[f"--hide={h}" for h in hide],
+            *[str(test_file(s, kind)) for s in runnable]]
+    budget = sum(s.time_limit_s for s in runnable) + PYTEST_SLACK_S
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = str(paths.ROOT)
+    proc = subprocess.run(argv, cwd=paths.ROOT, env=env, capture_output=True, text=True, timeout=budget)
+    if not os.path.exists(json_path):
+        raise RuntimeError(f"the grading session failed to run:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    with open(json_path) as f:
+        data = json.load(f)
+    errors = []
+    for collector in data.get("collectors", []):
+        if collector.get("outcome") == "failed":
+            raise RuntimeError(f"a test file failed to load: {collector.get('longrepr', '')[-2000:]}")
+    if data.get("exitcode") not in (0, 1):
+        raise RuntimeError(f"pytest exited with {data.get('exitcode')}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    events_path = os.path.join(private, "stages.json")
+    events = json.load(open(events_path)) if os.path.exists(events_path) else {}
+    return data.get("tests", []), events, errors

@@ -1,0 +1,209 @@
+"""The worker: imports one stage of a submission and serves calls on it.
+
+Started by the trusted grader as ``python -I -B runtime.py CONFIG_JSON`` with
+two pipe descriptors (requests in, replies out). Everything it receives and
+sends goes through :mod:`protocol` (JSON + .npy, never pickle). Student output
+on stdout/stderr is captured and capped; it never reaches the protocol pipe.
+
+Requests (dicts):
+  {"op": "load"}                          import the stage module (after stand-ins and guards)
+  {"op": "call", "name", "args", "kwargs"}   call a module attribute
+  {"op": "probe", "name", "kwargs"}      run probes/<stage>.py::<name>(module, **kwargs)
+  {"op": "time_call", "name", "args", "kwargs", "repeat"}   best wall time of a call, seconds
+Replies: {"ok": True, "value": ..., "forbidden": [...]} or
+         {"ok": False, "kind": "error|missing|load_error|bad_return|forbidden", ...}
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import io
+import json
+import os
+import sys
+import time
+import traceback
+import types
+
+OUTPUT_CAP = 64 * 1024
+
+
+class CappedWriter(io.TextIOBase):
+    """Keeps the first OUTPUT_CAP characters a submission prints, drops the rest."""
+
+    def __init__(self):
+        self.parts, self.size, self.dropped = [], 0, 0
+
+    def write(self, s):
+        s = str(s)
+        room = OUTPUT_CAP - self.size
+        if room > 0:
+            self.parts.append(s[:room])
+            self.size += min(len(s), room)
+        self.dropped += max(0, len(s) - max(room, 0))
+        return len(s)
+
+    def text(self):
+        return "".join(self.parts)
+
+
+class Worker:
+    def __init__(self, config: dict):
+        self.stage = config["stage"]
+        self.student_dir = config["student_dir"]
+        self.starter_dir = config.get("starter_dir")
+        self.standins = config.get("standins", [])
+        self.forbidden = config.get("forbidden", [])
+        self.module = None
+        self.guard = None
+        self.probes = None
+
+    # -- loading ---------------------------------------------------------
+    def _standin(self, name: str):
+        """The starter module of stage ``name`` with the contract names replaced
+        by the torch-built stand-in (so course-provided code is still there)."""
+        module = types.ModuleType(name)
+        starter = os.path.join(self.starter_dir or "", f"{name}.py")
+        if self.starter_dir and os.path.exists(starter):
+            module.__file__ = starter
+            sys.modules[name] = module
+            with open(starter, encoding="utf-8") as f:
+                exec(compile(f.read(), starter, "exec"), module.__dict__)
+        standin = importlib.import_module(f"{__package__}.standins.{name}")
+        for attr in standin.CONTRACT_NAMES:
+            setattr(module, attr, getattr(standin, attr))
+        sys.modules[name] = module
+        return module
+
+    def load(self):
+        from . import forbid
+        for name in self.standins:
+            self._standin(name)
+        sys.path.insert(0, self.student_dir)
+        self.guard = forbid.install(self.student_dir, self.forbidden)
+        path = os.path.join(self.student_dir, f"{self.stage}.py")
+        if not os.path.exists(path):
+            return {"ok": False, "kind": "missing", "message": f"{self.stage}.py is not in the submission"}
+        try:
+            self.module = importlib.import_module(self.stage)
+        except SyntaxError as exc:
+            return {"ok": False, "kind": "load_error", "type": "SyntaxError",
+                    "message": f"{self.stage}.py line {exc.lineno}: {exc.msg}"}
+        except BaseException as exc:  # noqa: BLE001 - anything a module does at import time
+            return self._failure("load_error", exc)
+        try:
+            self.probes = importlib.import_module(f"{__package__}.probes.{self.stage}")
+        except ModuleNotFoundError:
+            self.probes = None
+        names = sorted(n for n in vars(self.module) if not n.startswith("_"))
+        return {"ok": True, "value": names}
+
+    # -- serving ---------------------------------------------------------
+    def _target(self, name):
+        if self.module is None:
+            raise LookupError("the module is not loaded")
+        if not hasattr(self.module, name):
+            return None
+        return getattr(self.module, name)
+
+    def handle(self, req: dict) -> dict:
+        op = req.get("op")
+        if op == "load":
+            return self.load()
+        if op in ("call", "time_call"):
+            fn = self._target(req["name"])
+            if fn is None:
+                return {"ok": False, "kind": "missing", "message": f"{self.stage}.{req['name']} is not defined"}
+            args, kwargs = req.get("args", []), req.get("kwargs", {})
+            if op == "call":
+                return self._run(lambda: fn(*args, **kwargs))
+            return self._run(lambda: _best_time(fn, args, kwargs, req.get("repeat", 3)))
+        if op == "probe":
+            probe = getattr(self.probes, req["name"], None) if self.probes else None
+            if probe is None:
+                return {"ok": False, "kind": "grader", "message": f"no probe {req['name']!r} for {self.stage}"}
+            return self._run(lambda: probe(self.module, **req.get("kwargs", {})))
+        return {"ok": False, "kind": "grader", "message": f"unknown op {op!r}"}
+
+    def _run(self, thunk) -> dict:
+        try:
+            value = thunk()
+        except BaseException as exc:  # noqa: BLE001 - student code may raise anything, even SystemExit
+            return self._failure("error", exc)
+        return {"ok": True, "value": value}
+
+    def _failure(self, kind, exc) -> dict:
+        from .forbid import ForbiddenCall
+        if isinstance(exc, ForbiddenCall):
+            kind = "forbidden"
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if self.guard is None or self.guard.is_student_file(f.filename)]
+        where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+        return {
+            "ok": False, "kind": kind, "type": type(exc).__name__,
+            "mro": [c.__name__ for c in type(exc).__mro__],
+            "message": _safe_str(exc)[:2000], "where": where,
+            "traceback": "".join(traceback.format_list(frames[-5:]))[-4000:],
+        }
+
+
+def _best_time(fn, args, kwargs, repeat):
+    best = float("inf")
+    for _ in range(max(1, int(repeat))):
+        start = time.perf_counter()
+        fn(*args, **kwargs)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _safe_str(exc) -> str:
+    try:
+        return str(exc)
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        return type(exc).__name__
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    in_fd, out_fd = config["in_fd"], config["out_fd"]
+    from . import protocol
+
+    # Student prints go to a capped buffer; the C-level descriptors go nowhere.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    captured = CappedWriter()
+    sys.stdout = sys.stderr = captured
+    if config.get("library") == "torch":  # imported before the guards, so they can wrap its functions
+        import torch
+        import torch.nn.functional  # noqa: F401
+        torch.set_num_threads(int(config.get("torch_threads") or 1))
+
+    worker = Worker(config)
+    protocol.write_message(out_fd, {"ok": True, "value": "ready"})
+    while True:
+        try:
+            req = protocol.read_message(in_fd)
+        except EOFError:
+            return
+        if req.get("op") == "exit":
+            return
+        reply = worker.handle(req)
+        reply["forbidden"] = list(worker.guard.hits) if worker.guard else []
+        reply["output"] = captured.text()[-2000:]
+        try:
+            protocol.write_message(out_fd, reply)
+        except (TypeError, ValueError) as exc:
+            protocol.write_message(out_fd, {
+                "ok": False, "kind": "bad_return", "type": type(exc).__name__,
+                "message": f"the value returned cannot be checked: {exc}",
+                "forbidden": reply["forbidden"], "output": reply["output"]})
+
+
+if __name__ == "__main__":
+    # Started as a script: make the sandbox importable as a package.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.dirname(here))
+    __package__ = os.path.basename(here)
+    importlib.import_module(__package__)
+    main()

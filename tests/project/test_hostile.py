@@ -1,0 +1,77 @@
+"""Hostile submissions gain nothing and break nothing (see tests/hostile/README.md)."""
+import os
+import shutil
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, grade_cached, stage_of
+from grader import report as report_mod
+
+HOSTILE = ROOT / "tests" / "hostile"
+CASES = sorted(p.name for p in HOSTILE.iterdir() if p.is_dir())
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="strict isolation needs root (CI runs as root)")
+
+
+def submission_with(case: str, tmp_path: Path) -> Path:
+    sub = tmp_path / case
+    sub.mkdir()
+    shutil.copy(ROOT / "solutions" / "a01_similarity.py", sub)
+    shutil.copy(HOSTILE / case / "a02_softmax.py", sub)
+    return sub
+
+
+@pytest.fixture
+def listener():
+    """A TCP server on loopback that records whatever connects to it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    received, stop = [], threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                received.append(conn.recv(100))
+                conn.close()
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    Path("/tmp/grader-hostile-port").write_text(str(server.getsockname()[1]))
+    os.chmod("/tmp/grader-hostile-port", 0o644)
+    yield received
+    stop.set()
+    thread.join()
+    server.close()
+    os.unlink("/tmp/grader-hostile-port")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_attack_gains_nothing_and_breaks_nothing(case, tmp_path, listener):
+    rep = grade_cached(submission_with(case, tmp_path), stages=["a01_similarity", "a02_softmax"])
+    report_mod.validate(rep)
+    attacked, bystander = stage_of(rep, "a02_softmax"), stage_of(rep, "a01_similarity")
+    assert attacked["score"] == 0, f"{case} scored {attacked['score']}: " + \
+        "; ".join(t["feedback"] for t in attacked["tests"] if t["status"] == "passed")
+    assert bystander["score"] == bystander["max_score"], f"{case} cost the next stage points"
+    assert listener == [], f"{case} reached a server on this machine: {listener}"
+    assert rep["isolation"]["separate_user"] and rep["isolation"]["network"] == "none"
+
+
+def test_an_infinite_loop_is_reported_as_a_timeout(tmp_path):
+    rep = grade_cached(submission_with("infinite_loop", tmp_path), stages=["a01_similarity", "a02_softmax"])
+    statuses = {t["status"] for t in stage_of(rep, "a02_softmax")["tests"]}
+    assert statuses <= {"timeout", "passed"} and "timeout" in statuses
+
+
+def test_a_dying_worker_is_reported_as_crashed(tmp_path):
+    rep = grade_cached(submission_with("os_exit", tmp_path), stages=["a01_similarity", "a02_softmax"])
+    crashed = [t for t in stage_of(rep, "a02_softmax")["tests"] if t["status"] == "crashed"]
+    assert crashed and "exited with status 0" in crashed[0]["feedback"]
