@@ -1,0 +1,119 @@
+"""The catalogue of realistic student mistakes (``tests/mutants/*.toml``).
+
+    python -m grader.mutants a02_softmax     # grade each mutant of a stage, print score and feedback
+
+A mutant is the reference submission with a few exact find/replace edits in
+one stage module. ``make test`` grades every mutant and asserts that its stage
+loses points and that the feedback names the mistake.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths
+
+CATALOGUE = paths.TESTS / "mutants"
+ALTERNATIVES = paths.TESTS / "alternatives"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    stage: str
+    id: str
+    description: str
+    feedback_mentions: tuple
+    edits: tuple  # ((find, replace), ...)
+
+    @property
+    def key(self) -> str:
+        return f"{self.stage}:{self.id}"
+
+
+def load(stage: str | None = None) -> list:
+    mutants = []
+    for path in sorted(CATALOGUE.glob("a[0-9][0-9]_*.toml")):
+        if stage and path.stem != stage:
+            continue
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        for m in data.get("mutant", []):
+            mutants.append(Mutant(path.stem, m["id"], m["description"], tuple(m.get("feedback_mentions", [])),
+                                  tuple((e["find"], e["replace"]) for e in m["edits"])))
+    return mutants
+
+
+def apply(mutant: Mutant, source: str) -> str:
+    for find, replace in mutant.edits:
+        count = source.count(find)
+        if count != 1:
+            raise ValueError(f"{mutant.key}: edit target occurs {count} times (must be exactly once): {find!r}")
+        source = source.replace(find, replace)
+    return source
+
+
+def build_submission(mutant: Mutant, dest: Path) -> Path:
+    """The reference folder with ``mutant`` applied to its stage module."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in paths.SOLUTIONS.glob("a[0-9][0-9]_*.py"):
+        shutil.copy(p, dest / p.name)
+    target = dest / f"{mutant.stage}.py"
+    target.write_text(apply(mutant, target.read_text(encoding="utf-8")), encoding="utf-8")
+    return dest
+
+
+def alternatives(stage: str | None = None) -> list:
+    """(stage, path) of every alternative correct implementation."""
+    found = []
+    for folder in sorted(ALTERNATIVES.glob("a[0-9][0-9]_*")):
+        if stage and folder.name != stage:
+            continue
+        found += [(folder.name, p) for p in sorted(folder.glob("*.py"))]
+    return found
+
+
+def build_alternative(stage: str, path: Path, dest: Path) -> Path:
+    """The reference folder with the stage module replaced by an alternative."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in paths.SOLUTIONS.glob("a[0-9][0-9]_*.py"):
+        shutil.copy(p, dest / p.name)
+    shutil.copy(path, dest / f"{stage}.py")
+    return dest
+
+
+def failed_feedback(stage_report: dict) -> str:
+    return " | ".join(f"{t['name']}: {t['feedback']}" for t in stage_report["tests"] if t["status"] != "passed")
+
+
+def main(argv=None) -> int:
+    from . import run
+    argv = sys.argv[1:] if argv is None else argv
+    stage = argv[0] if argv else None
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in load(stage):
+            sub = build_submission(m, Path(tmp) / m.stage / m.id)
+            rep = run.grade(str(sub), stage_ids=[m.stage])
+            s = rep["stages"][0]
+            lost = s["max_score"] - s["score"]
+            text = failed_feedback(s).lower()
+            mentioned = any(w.lower() in text for w in m.feedback_mentions)
+            verdict = "CAUGHT" if lost > 0 and mentioned else ("NOT NAMED" if lost > 0 else "MISSED")
+            print(f"{verdict:9} {m.key}: {m.description} — {s['score']:.2f}/{s['max_score']:.0f}")
+            if lost > 0:
+                print(f"          {failed_feedback(s)[:600]}")
+        for st, path in alternatives(stage):
+            rep = run.grade(str(build_alternative(st, path, Path(tmp) / "alt" / st / path.stem)), stage_ids=[st])
+            s = rep["stages"][0]
+            verdict = "FULL" if s["score"] == s["max_score"] else "UNFAIR"
+            print(f"{verdict:9} alternative {st}/{path.name} — {s['score']:.2f}/{s['max_score']:.0f}")
+            if verdict == "UNFAIR":
+                print(f"          {failed_feedback(s)[:600]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
