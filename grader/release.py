@@ -1,0 +1,74 @@
+"""The student bundle: handouts, notebooks, starter stubs, public tests and the `check` tool.
+
+Nothing secret goes in: no solutions, no hidden tests or their fixtures, no
+mutants or alternatives, no stand-ins (they are working stages 5 and 7), and
+each stage.toml keeps only its public table.
+"""
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+from . import paths
+
+STUDENT_FILES = {"requirements.txt": "requirements.txt"}
+ASSIGNMENT_SUFFIXES = (".md", ".ipynb", ".tsv", ".csv", ".json", ".jsonl", ".txt", ".py")
+GRADER_EXCLUDE = ("__pycache__", "standins", "mutants.py", "batch", "batch.py", "gradebook.py", "html_report.py",
+                  "executors.py")
+
+
+def _public_stage_toml(path: Path) -> str:
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    lines = []
+    for key, value in data.items():
+        if key in ("hidden", "public"):
+            continue
+        if key == "standins":
+            value = []  # no stand-ins in the bundle: `check` uses your own earlier stages
+        lines.append(f"{key} = {_toml_value(value)}")
+    lines.append("\n[public]")
+    for name, spec in data.get("public", {}).items():
+        weight = spec["weight"] if isinstance(spec, dict) else spec
+        lines.append(f"{name} = {{ weight = {weight} }}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {v!r} in the student stage.toml")
+
+
+def build(out_dir: str) -> Path:
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty")
+    out.mkdir(parents=True, exist_ok=True)
+    for src, dst in STUDENT_FILES.items():
+        shutil.copy(paths.ROOT / src, out / dst)
+    shutil.copy(paths.ROOT / "docs" / "STUDENT_README.md", out / "README.md")
+    shutil.copy(paths.ROOT / "docs" / "student.mk", out / "Makefile")
+    shutil.copytree(paths.STARTER, out / "starter", ignore=shutil.ignore_patterns("__pycache__"))
+    (out / "tests" / "public").mkdir(parents=True)
+    for p in paths.PUBLIC_TESTS.glob("test_*.py"):
+        shutil.copy(p, out / "tests" / "public" / p.name)
+    shutil.copy(paths.TESTS / "grading.ini", out / "tests" / "grading.ini")
+    shutil.copytree(paths.ROOT / "grader", out / "grader", ignore=shutil.ignore_patterns(*GRADER_EXCLUDE))
+    for stage_dir in sorted(paths.ASSIGNMENTS.glob("a[0-9][0-9]_*")):
+        dest = out / "assignments" / stage_dir.name
+        dest.mkdir(parents=True)
+        (dest / "stage.toml").write_text(_public_stage_toml(stage_dir / "stage.toml"), encoding="utf-8")
+        for p in stage_dir.rglob("*"):
+            if p.is_file() and p.suffix in ASSIGNMENT_SUFFIXES and "__pycache__" not in p.parts:
+                target = dest / p.relative_to(stage_dir)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(p, target)
+    return out
