@@ -28,6 +28,7 @@ class Mutant:
     description: str
     feedback_mentions: tuple
     edits: tuple  # ((find, replace), ...)
+    needs_slow: bool = False  # only an end-to-end (slow) test can catch it
 
     @property
     def key(self) -> str:
@@ -43,7 +44,7 @@ def load(stage: str | None = None) -> list:
             data = tomllib.load(f)
         for m in data.get("mutant", []):
             mutants.append(Mutant(path.stem, m["id"], m["description"], tuple(m.get("feedback_mentions", [])),
-                                  tuple((e["find"], e["replace"]) for e in m["edits"])))
+                                  tuple((e["find"], e["replace"]) for e in m["edits"]), bool(m.get("needs_slow", False))))
     return mutants
 
 
@@ -96,7 +97,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for m in load(stage):
             sub = build_submission(m, Path(tmp) / m.stage / m.id)
-            rep = run.grade(str(sub), stage_ids=[m.stage])
+            rep = run.grade(str(sub), stage_ids=[m.stage], fast_only=not m.needs_slow)
             s = rep["stages"][0]
             lost = s["max_score"] - s["score"]
             text = failed_feedback(s).lower()

@@ -29,8 +29,10 @@ def _nodeid_parts(nodeid: str):
 
 
 def stage_results(stage, kind: str, json_tests: list, events: dict, intake_errors: list,
-                  module_present: bool) -> dict:
-    """One stage's entry of the report."""
+                  module_present: bool, partial: bool = False) -> dict:
+    """One stage's entry of the report. ``partial``: some tests were deselected on
+    purpose (only the mutant catalogue does this), so ``max_score`` counts only
+    the tests that ran."""
     points = stage.test_points(kind)
     mine = [t for t in json_tests if _nodeid_parts(t["nodeid"])[0] == stage.id]
     per_func: dict = {}
@@ -75,7 +77,8 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
     if notes:
         message = "; ".join(filter(None, [message, *notes]))
     entry = {"id": stage.id, "title": stage.title,
-             "score": round(sum(t["score"] for t in tests), 4), "max_score": float(stage.points),
+             "score": round(sum(t["score"] for t in tests), 4),
+             "max_score": round(sum(t["max_score"] for t in tests), 4) if partial else float(stage.points),
              "status": status, "tests": tests}
     if stage.bonus:
         entry["bonus"] = True

@@ -40,6 +40,16 @@ class StageWorker:
         self.crashes = 0
         self._lib = None
         self._starts = 0
+        self.static_hits = self._scan()
+
+    def _scan(self) -> list:
+        from .static_check import scan
+        path = os.path.join(self.submission_dir, f"{self.stage.id}.py")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return scan(f.read(), os.path.basename(path), self.stage.forbidden)
+        except OSError:
+            return []
 
     # -- life cycle ------------------------------------------------------
     def _spawn(self):
@@ -207,8 +217,9 @@ class StageWorker:
         self._send(msg)
         left = min(self.stage.call_timeout_s if timeout is None else timeout, self._remaining())
         reply = self._read(left, f"running {what}")
-        if reply.get("forbidden"):
-            raise ForbiddenCall("; ".join(reply["forbidden"]) + " — write this part yourself")
+        forbidden = reply.get("forbidden") or self.static_hits
+        if forbidden:
+            raise ForbiddenCall("; ".join(forbidden) + " — write this part yourself")
         if reply.get("ok"):
             return reply.get("value")
         kind = reply.get("kind")

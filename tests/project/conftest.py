@@ -36,3 +36,13 @@ def graded():
 
 def stage_of(report, stage_id):
     return next(s for s in report["stages"] if s["id"] == stage_id)
+
+
+CATALOGUE_STATS = {"mutants": [], "alternatives": []}
+
+
+def pytest_terminal_summary(terminalreporter):
+    m, a = CATALOGUE_STATS["mutants"], CATALOGUE_STATS["alternatives"]
+    if m or a:
+        terminalreporter.write_line(
+            f"catalogue: mutants caught {sum(m)}/{len(m)}, alternatives full marks {sum(a)}/{len(a)}")

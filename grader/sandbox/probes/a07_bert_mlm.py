@@ -173,8 +173,7 @@ def train_mlm(mod, init, state_dict, batches, eval_batch, lr=1e-3, seed=0):
     """Train BertForMaskedLM with AdamW on the given masked batches (one step each, in order).
 
     batches: [{"input_ids", "attention_mask", "labels"}, ...]; eval_batch: the same keys.
-    returns {"losses": [float per step], "eval_pred": (B, n) argmax ids in eval mode, "eval_loss": float,
-             "tied_after": bool}
+    returns {"losses": [float per step], "eval_pred": (B, n) argmax ids in eval mode, "eval_loss": float}
     """
     model, report = _build(mod, "BertForMaskedLM", init, state_dict, seed)
     if _failed(report):

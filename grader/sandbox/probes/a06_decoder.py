@@ -1,0 +1,251 @@
+"""Worker-side probes for stage 6 (a06_decoder).
+
+Each probe builds the student's modules, loads weights the trusted process
+sent (a state_dict of parameters only: the `pe` buffers are never sent, so the
+student's own positional table is used), runs them and returns only data:
+tensors, numbers, strings, and lists/dicts of those. No expected value lives
+here; every comparison happens in the trusted process. While stage 6 is graded
+`a05_encoder` is a stand-in, so only the contract names of stage 5 are used.
+
+Common arguments
+    kind        "DecoderLayer" | "Decoder" | "Seq2SeqTransformer"
+    init        keyword arguments of the constructor
+    state_dict  {name: tensor}; every parameter of the contract, no buffers
+    calls       [{"method": "forward" | "encode" | "decode", "args": [...], "kwargs": {...}}, ...]
+"""
+import time
+
+import torch
+import torch.nn.functional as F
+
+KINDS = ("DecoderLayer", "Decoder", "Seq2SeqTransformer")
+
+
+def _build(mod, kind, init, state_dict=None, seed=0):
+    """(model, load report). Constructor errors propagate (they are the student's)."""
+    if kind not in KINDS:
+        raise LookupError(f"probe: unknown kind {kind!r}")
+    torch.manual_seed(seed)
+    model = getattr(mod, kind)(**(init or {}))
+    report = {"missing": [], "unexpected": [], "load_error": ""}
+    if state_dict is not None:
+        params = {name for name, _ in model.named_parameters()}
+        try:
+            result = model.load_state_dict(state_dict, strict=False)
+        except RuntimeError as exc:  # a parameter of the contract's name with another shape
+            report["load_error"] = str(exc)[:1500]
+            return model, report
+        report["missing"] = [k for k in result.missing_keys if k in params]
+        report["unexpected"] = list(result.unexpected_keys)
+    return model, report
+
+
+def _failed(report):
+    return bool(report["load_error"] or report["missing"] or report["unexpected"])
+
+
+def _data(value):
+    """A tensor as is; anything else described, never sent raw."""
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    return {"not_a_tensor": type(value).__name__}
+
+
+def structure(mod, kind, init):
+    """Parameter names and shapes, buffers, submodule types and a few attributes."""
+    model, _ = _build(mod, kind, init)
+    params = {name: list(p.shape) for name, p in model.named_parameters()}
+    buffers = {name: {"shape": list(b.shape), "dtype": str(b.dtype).replace("torch.", "")}
+               for name, b in model.named_buffers()}
+    modules = {name: type(m).__name__ for name, m in model.named_modules() if name}
+    attrs = {}
+    for owner_name, owner in [("", model), ("decoder.", getattr(model, "decoder", None)),
+                              ("encoder.", getattr(model, "encoder", None))]:
+        if owner is None:
+            continue
+        value = getattr(owner, "pad_id", None)
+        if isinstance(value, (int, float, str)) or value is None:
+            attrs[f"{owner_name}pad_id"] = value
+        emb = getattr(owner, "embedding", None)
+        if emb is not None:
+            attrs[f"{owner_name}embedding_padding_idx"] = getattr(emb, "padding_idx", None)
+    out = {"params": params, "buffers": buffers, "modules": modules, "attrs": attrs}
+    pe = getattr(model, "pe", None)
+    if isinstance(pe, torch.Tensor):
+        out["pe"] = pe.detach().clone()
+    return out
+
+
+def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0):
+    """Build, load, then run each call under no_grad on the same instance.
+
+    returns {"missing", "unexpected", "load_error", "results": [tensor or {"not_a_tensor"}...]}
+    """
+    model, report = _build(mod, kind, init, state_dict, seed)
+    report["results"] = []
+    if _failed(report):
+        return report
+    model.train(bool(train))
+    for call in calls:
+        method = call.get("method", "forward")
+        fn = model if method == "forward" else getattr(model, method)
+        with torch.no_grad():
+            out = fn(*call.get("args", []), **call.get("kwargs", {}))
+        report["results"].append(_data(out))
+    return report
+
+
+def memory_sensitivity(mod, init, state_dict, x, memory, memory_mask, noise, seed=0):
+    """DecoderLayer outputs for (x, memory), (x, memory + noise) and (x, memory + noise at
+    masked positions only), all with memory_mask. noise: (B, n, d)."""
+    model, report = _build(mod, "DecoderLayer", init, state_dict, seed)
+    if _failed(report):
+        return report
+    model.eval()
+    hidden = ~memory_mask.reshape(memory.shape[0], memory.shape[1])  # (B, n) True where masked
+    with torch.no_grad():
+        outs = [model(x, memory, None, memory_mask),
+                model(x, memory + noise, None, memory_mask),
+                model(x, torch.where(hidden[..., None], memory + noise, memory), None, memory_mask)]
+    report["outs"] = [_data(o) for o in outs]
+    return report
+
+
+# ----------------------------------------------------------------------------- greedy decoding
+
+class _NoForward(RuntimeError):
+    pass
+
+
+def _guard_forward(model, log):
+    """model(...) and model.forward(...) raise; encode/decode calls are logged."""
+    def forward(*args, **kwargs):
+        log.append({"call": "forward"})
+        raise _NoForward("greedy_decode called the model itself (model(...) / model.forward); "
+                         "at inference use model.encode once and model.decode at every step")
+    model.forward = forward
+    encode, decode = model.encode, model.decode
+
+    def logged_encode(src, *args, **kwargs):
+        log.append({"call": "encode", "training": bool(model.training), "grad": torch.is_grad_enabled()})
+        return encode(src, *args, **kwargs)
+
+    def logged_decode(tgt_in, memory, *args, **kwargs):
+        log.append({"call": "decode", "training": bool(model.training), "grad": torch.is_grad_enabled(),
+                    "length": int(tgt_in.shape[1]) if isinstance(tgt_in, torch.Tensor) and tgt_in.dim() == 2 else -1})
+        return decode(tgt_in, memory, *args, **kwargs)
+
+    model.encode, model.decode = logged_encode, logged_decode
+
+
+def _greedy_report(mod, model, log, src, bos_id, eos_id, max_len):
+    out = mod.greedy_decode(model, src, bos_id, eos_id, max_len)
+    return {"out": _data(out), "dtype": str(out.dtype).replace("torch.", "") if isinstance(out, torch.Tensor) else "",
+            "training_after": bool(model.training), "log": log}
+
+
+def greedy(mod, init, state_dict, src, bos_id, eos_id, max_len, train=False, seed=0):
+    """greedy_decode on the student's Seq2SeqTransformer with the given weights; the model's
+    forward raises, encode/decode are logged (mode and grad state at each call)."""
+    model, report = _build(mod, "Seq2SeqTransformer", init, state_dict, seed)
+    if _failed(report):
+        return report
+    model.train(bool(train))
+    log = []
+    _guard_forward(model, log)
+    report.update(_greedy_report(mod, model, log, src, bos_id, eos_id, max_len))
+    return report
+
+
+class _ScriptedModel(torch.nn.Module):
+    """A stand-in 'model' whose decode gives, at position p of every row b, logits whose
+    argmax is script[b, p] (whatever tokens it is fed). It has one parameter so that
+    gradient tracking is observable."""
+
+    def __init__(self, script, vocab_size, pad_id):
+        super().__init__()
+        self.register_buffer("script", torch.as_tensor(script, dtype=torch.long))
+        self.vocab_size = vocab_size
+        self.pad_id = pad_id
+        self.scale = torch.nn.Parameter(torch.ones(()))
+
+    def encode(self, src):
+        return self.scale * torch.ones(src.shape[0], src.shape[1], 4)
+
+    def decode(self, tgt_in, memory, src_mask=None):
+        B, L = tgt_in.shape
+        steps = self.script.shape[1]
+        idx = torch.arange(L).clamp(max=steps - 1)
+        return self.scale * 10.0 * F.one_hot(self.script[:, idx], self.vocab_size).float()
+
+
+def greedy_scripted(mod, script, vocab_size, pad_id, src, bos_id, eos_id, max_len, train=False):
+    """greedy_decode on a scripted model (see _ScriptedModel); forward raises, calls logged."""
+    model = _ScriptedModel(script, vocab_size, pad_id)
+    model.train(bool(train))
+    log = []
+    _guard_forward(model, log)
+    return _greedy_report(mod, model, log, src, bos_id, eos_id, max_len)
+
+
+# ----------------------------------------------------------------------------- training
+
+def train_and_decode(mod, init, state_dict, src, tgt, heldout_src, bos_id, eos_id, max_len,
+                     steps, batch_size, lr, seed=0):
+    """Teacher-forcing training of the student's Seq2SeqTransformer from the given initial weights
+    (Adam, cross-entropy ignoring padding, the student's shift_right), then the student's
+    greedy_decode on the held-out sources. returns decoded ids, a few losses and the times."""
+    model, report = _build(mod, "Seq2SeqTransformer", init, state_dict, seed)
+    if _failed(report):
+        return report
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    pad_id = init.get("pad_id", 0)
+    losses = []
+    start = time.perf_counter()
+    model.train()
+    for step in range(int(steps)):
+        idx = torch.randint(len(src), (int(batch_size),), generator=gen)
+        tgt_in = mod.shift_right(tgt[idx], bos_id)
+        logits = model(src[idx], tgt_in)
+        if not isinstance(logits, torch.Tensor) or logits.shape != (*tgt[idx].shape, logits.shape[-1]):
+            report["bad_logits"] = {"shape": list(getattr(logits, "shape", [])), "type": type(logits).__name__}
+            return report
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[idx].reshape(-1), ignore_index=pad_id)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 10 == 0 or step == steps - 1:
+            losses.append(float(loss.detach()))
+    report["train_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    out = mod.greedy_decode(model, heldout_src, bos_id, eos_id, max_len)
+    report["decode_s"] = time.perf_counter() - start
+    report["decoded"] = _data(out)
+    report["losses"] = losses
+    return report
+
+
+# ----------------------------------------------------------------------------- errors
+
+def errors(mod, kind, init, state_dict=None, calls=(), seed=0):
+    """Run each call; record what it raised (type name, its MRO names, message) or 'returned'."""
+    model, report = _build(mod, kind, init, state_dict, seed)
+    if _failed(report):
+        return report
+    model.eval()
+    report["outcomes"] = []
+    for call in calls:
+        method = call.get("method", "forward")
+        fn = model if method == "forward" else getattr(model, method)
+        try:
+            with torch.no_grad():
+                fn(*call.get("args", []), **call.get("kwargs", {}))
+        except Exception as exc:  # noqa: BLE001 - reported as data
+            report["outcomes"].append({"raised": type(exc).__name__,
+                                       "mro": [c.__name__ for c in type(exc).__mro__],
+                                       "message": str(exc)[:500]})
+        else:
+            report["outcomes"].append({"raised": ""})
+    return report
