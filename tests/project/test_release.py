@@ -1,0 +1,86 @@
+"""The student bundle holds no solution, no hidden test, no expected value, and `check` works in it."""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+
+import pytest
+
+from grader import paths, release, stages, starter
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    return release.build(str(tmp_path_factory.mktemp("release") / "student"))
+
+
+def bundle_texts(bundle):
+    for p in bundle.rglob("*"):
+        if p.is_file():
+            try:
+                yield p, p.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+
+
+def test_bundle_has_what_students_need(bundle):
+    for stage in stages.all_stages():
+        assert (bundle / "starter" / f"{stage.id}.py").exists()
+        assert (bundle / "assignments" / stage.id / "README.md").exists()
+        assert (bundle / "assignments" / stage.id / "README.ko.md").exists()
+        assert (bundle / "tests" / "public" / f"test_{stage.id}.py").exists()
+    assert (bundle / "grader" / "__main__.py").exists() and (bundle / "README.md").exists()
+
+
+def test_no_solution_line_in_the_bundle(bundle):
+    secret_lines = set()
+    for path in paths.SOLUTIONS.glob("a[0-9][0-9]_*.py"):
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        outside = set(l.strip() for l in starter.strip_solutions(source).splitlines())
+        for start, end, _, _ in starter.regions(source):
+            secret_lines |= {l.strip() for l in lines[start + 1:end]
+                             if len(l.strip()) >= 12 and not l.strip().startswith("#") and l.strip() not in outside}
+    for p, text in bundle_texts(bundle):
+        found = {l.strip() for l in text.splitlines()} & secret_lines
+        assert not found, f"{p.relative_to(bundle)} contains solution code: {sorted(found)[:2]}"
+
+
+def test_no_hidden_test_stand_in_or_fixture_in_the_bundle(bundle):
+    files = [p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()]
+    assert not [f for f in files if "hidden" in f or "solutions" in f or "standins" in f or "mutants" in f
+                or "alternatives" in f or f.startswith("tests/project")]
+    secret_hashes = {hashlib.sha256(p.read_bytes()).hexdigest()
+                     for folder in (paths.HIDDEN_TESTS, paths.SOLUTIONS, paths.SANDBOX / "standins")
+                     for p in folder.rglob("*") if p.is_file()}
+    leaked = [f for f in files if hashlib.sha256((bundle / f).read_bytes()).hexdigest() in secret_hashes]
+    assert not leaked, leaked
+    for stage in stages.all_stages():
+        only_hidden = set(stage.hidden) - set(stage.public)
+        toml = (bundle / "assignments" / stage.id / "stage.toml").read_text()
+        assert not [n for n in only_hidden if n in toml], "hidden test names in the student stage.toml"
+
+
+@pytest.mark.skipif(shutil.which("python3") is None, reason="needs python3")
+def test_check_works_in_the_bundle_on_a_fresh_venv(bundle, tmp_path):
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = str(env_dir / "bin" / "python")
+    install = subprocess.run([py, "-m", "pip", "install", "-q", "-r", str(bundle / "requirements.txt")],
+                             capture_output=True, text=True, timeout=1200)
+    assert install.returncode == 0, install.stderr[-2000:]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    on_starter = subprocess.run([py, "-m", "grader", "check", "a02_softmax"], cwd=bundle, env=env,
+                                capture_output=True, text=True, timeout=600)
+    assert on_starter.returncode == 0, on_starter.stderr[-2000:]
+    assert "NotImplementedError" in on_starter.stdout and "0.00 /" in on_starter.stdout
+    work = tmp_path / "mywork"
+    work.mkdir()
+    shutil.copy(paths.SOLUTIONS / "a02_softmax.py", work)
+    on_work = subprocess.run([py, "-m", "grader", "check", "a02", str(work)], cwd=bundle, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert on_work.returncode == 0, on_work.stderr[-2000:]
+    points = stages.get("a02_softmax").points
+    assert f"{points:.2f} / {points:.0f}" in on_work.stdout, on_work.stdout[-2000:]
