@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from . import paths
 
-DEFAULT_LIMITS = {"cpu_s": 600, "memory_mb": 8192, "processes": 512, "open_files": 256, "file_mb": 16}
+DEFAULT_LIMITS = {"cpu_s": 600, "memory_mb": 6144, "processes": 512, "open_files": 256, "file_mb": 16}
 UID_BASE = 200_000  # one uid per trusted process: workers of parallel grades cannot see each other
 
 
@@ -23,6 +23,11 @@ class Isolation:
     mode: str
     limits: dict = field(default_factory=lambda: dict(DEFAULT_LIMITS))
     extra_hidden: list = field(default_factory=list)
+
+    def for_stage(self, stage) -> "Isolation":
+        """A copy with the stage's memory and CPU-seconds limits (CPU: twice its wall-clock budget)."""
+        limits = {**self.limits, "memory_mb": stage.memory_mb, "cpu_s": int(max(60, 2 * stage.time_limit_s))}
+        return Isolation(self.mode, limits, list(self.extra_hidden))
 
     @classmethod
     def choose(cls, requested: str = "auto", extra_hidden=()) -> "Isolation":

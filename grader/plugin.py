@@ -52,7 +52,8 @@ def _work_dir(config) -> str:
 def student(request):
     config = request.config
     stage = stages.get(stage_of(request.module))
-    isolation = iso.Isolation.choose(config.getoption("--isolation"), extra_hidden=config.getoption("--hide"))
+    isolation = iso.Isolation.choose(config.getoption("--isolation"),
+                                     extra_hidden=config.getoption("--hide")).for_stage(stage)
     submission = os.path.abspath(config.getoption("--submission"))
     if isolation.mode == "inprocess":
         worker = InProcessWorker(stage, submission)

@@ -54,7 +54,8 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
                                                     partial=fast_only))
             else:
                 entries.append(_missing_stage(s, kind))
-        result = report.assemble(intake, kind, entries, errors, iso_choice.describe(),
+        widest = max(chosen, key=lambda s: (s.memory_mb, s.time_limit_s))
+        result = report.assemble(intake, kind, entries, errors, iso_choice.for_stage(widest).describe(),
                                  time.monotonic() - start)
         report.validate(result)
         return result

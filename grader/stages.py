@@ -24,7 +24,8 @@ class Stage:
     slides: str = ""
     library: str = "numpy"
     time_limit_s: float = 60.0
-    call_timeout_s: float = 20.0  # one call or probe; a hang costs that test, not the stage
+    call_timeout_s: float = 10.0  # one call or probe; a hang costs that test, not the stage
+    memory_mb: int = 2048         # address-space limit of the worker
     bonus: bool = False
     forbidden: list = field(default_factory=list)
     standins: list = field(default_factory=list)
@@ -64,7 +65,8 @@ def load_stage(stage_id: str) -> Stage:
     return Stage(
         id=stage_id, title=data["title"], points=float(data["points"]), slides=str(data.get("slides", "")),
         library=data.get("library", "numpy"), time_limit_s=float(data.get("time_limit_s", 60)),
-        call_timeout_s=float(data.get("call_timeout_s", min(20.0, float(data.get("time_limit_s", 60))))),
+        call_timeout_s=float(data.get("call_timeout_s", 10 if data.get("library", "numpy") == "numpy" else 60)),
+        memory_mb=int(data.get("memory_mb", 2048 if data.get("library", "numpy") == "numpy" else 6144)),
         bonus=bool(data.get("bonus", False)), forbidden=list(data.get("forbidden", [])),
         standins=list(data.get("standins", [])),
         hidden=_specs(data.get("hidden", {}), str(path)), public=_specs(data.get("public", {}), str(path)),

@@ -21,6 +21,7 @@ from .errors import ForbiddenCall, StudentError, StudentMissing, StudentTimeout,
 from .sandbox import protocol
 
 STARTUP_S = 60.0
+GIVE_UP_AFTER = {"crashes": 4, "timeouts": 3}  # then the stage's remaining tests fail at once
 
 
 class StageWorker:
@@ -38,6 +39,7 @@ class StageWorker:
         self.events: list[str] = []  # stage-level notes for the report
         self.timed_out = False
         self.crashes = 0
+        self.timeouts = 0
         self._lib = None
         self._starts = 0
         self.static_hits = self._scan()
@@ -160,6 +162,7 @@ class StageWorker:
             return protocol.decode(self._read_exact(length, deadline))
         except TimeoutError:
             self._kill()
+            self.timeouts += 1
             if time.monotonic() >= self.deadline - 0.01:
                 self.timed_out = True
                 raise StudentTimeout(f"the stage used up its {self.budget_s:.0f} s time limit while {doing}; "
@@ -202,6 +205,11 @@ class StageWorker:
         if self._remaining() <= 0:
             self.timed_out = True
             raise StudentTimeout(f"the stage's {self.budget_s:.0f} s time limit was already used up")
+        if self.crashes >= GIVE_UP_AFTER["crashes"]:
+            raise WorkerCrashed(f"not run: the process running your code died {self.crashes} times in this stage")
+        if self.timeouts >= GIVE_UP_AFTER["timeouts"]:
+            self.timed_out = True
+            raise StudentTimeout(f"not run: {self.timeouts} earlier calls in this stage never answered")
         if self.proc is None:
             self._spawn()
         return self.load_reply

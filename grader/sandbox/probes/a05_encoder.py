@@ -61,8 +61,8 @@ def _weights_of(model):
     return None
 
 
-def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0, weights=True):
-    """Build, load, then run each call (no_grad) on the same instance.
+def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0, weights=True, grad=False):
+    """Build, load, then run each call on the same instance (under no_grad unless grad=True).
 
     returns {"missing", "unexpected", "load_error", "results": [{"out", "attn_weights"}...]}
     """
@@ -73,7 +73,7 @@ def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0, weights
     model.train(bool(train))
     torch.manual_seed(seed)
     for call in calls:
-        with torch.no_grad():
+        with torch.set_grad_enabled(bool(grad)):
             out = model(*call.get("args", []), **call.get("kwargs", {}))
         result = {"out": _tensor_or_type(out)}
         if weights:
@@ -154,18 +154,27 @@ def padding_invariance(mod, kind, init, state_dict, x, mask, real, seed=0):
     return report
 
 
-def time_forward(mod, kind, init, state_dict, args, kwargs=None, repeat=5, seed=0):
-    """Best wall time (s) of one eval-mode, no_grad forward, after a warm-up call."""
+def time_forward(mod, kind, init, state_dict, args, kwargs=None, repeat=10, seed=0):
+    """Best wall times (s) of eval-mode, no_grad forwards of the student's module and of the
+    stand-in (torch-built) module with the same weights, interleaved so that both see the same
+    machine load. The trusted side calibrates the stand-in against the reference."""
+    from ..standins import a05_encoder as standin
+
     model, report = _build(mod, kind, init, state_dict, seed)
     if report["load_error"] or report["missing"] or report["unexpected"]:
         return report
+    baseline = getattr(standin, kind)(**(init or {}))
+    baseline.load_state_dict(state_dict, strict=False)
     model.eval()
-    best = float("inf")
+    baseline.eval()
+    best = {"seconds": float("inf"), "baseline_seconds": float("inf")}
     with torch.no_grad():
         model(*args, **(kwargs or {}))
+        baseline(*args, **(kwargs or {}))
         for _ in range(max(1, int(repeat))):
-            start = time.perf_counter()
-            model(*args, **(kwargs or {}))
-            best = min(best, time.perf_counter() - start)
-    report["seconds"] = best
+            for key, m in (("seconds", model), ("baseline_seconds", baseline)):
+                start = time.perf_counter()
+                m(*args, **(kwargs or {}))
+                best[key] = min(best[key], time.perf_counter() - start)
+    report.update(best)
     return report

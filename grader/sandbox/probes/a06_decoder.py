@@ -95,6 +95,12 @@ def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0):
     return report
 
 
+def shift_right_in_place(mod, tgt, bos_id):
+    """shift_right's output and its input tensor afterwards (to see an in-place change)."""
+    out = mod.shift_right(tgt, bos_id)
+    return {"out": _data(out), "tgt_after": tgt}
+
+
 def memory_sensitivity(mod, init, state_dict, x, memory, memory_mask, noise, seed=0):
     """DecoderLayer outputs for (x, memory), (x, memory + noise) and (x, memory + noise at
     masked positions only), all with memory_mask. noise: (B, n, d)."""

@@ -1,0 +1,473 @@
+"""Grading a whole class: ``python -m grader batch SUBMISSIONS_DIR``.
+
+Every sub-folder (a folder of notebooks counts as a folder), ``.zip`` file and
+loose notebook in SUBMISSIONS_DIR is one student's submission, named after it
+(``alice/``, ``alice.zip`` -> ``alice``). They are graded in parallel on the
+hidden suites; the outputs go to ``--out`` (default ``grading-out/``)::
+
+    OUT/gradebook.sqlite      every run, submission, stage and test result (or --gradebook URL)
+    OUT/reports/<id>.json     one schema-v1 report per submission
+    OUT/grades.csv            one row per student, one column per stage, total, bonus (LMS import)
+    OUT/html/<id>.html        a feedback page per submission
+    OUT/html/class.html       the class report (instructors only: it shows hidden tests' feedback)
+
+Resumable: a submission is graded again only when what was handed in changed
+(its sha256), the test suite changed (its hash: stage.toml, hidden tests,
+reference solution, probes, stand-ins, hidden data of the stage, the grading
+plugin), or ``--regrade`` is given. Kill it at any point (Ctrl-C, SIGKILL) and
+run the same command again: what was recorded stays, the rest is graded.
+Every report file is written atomically and every grading is one database
+transaction, so nothing is half-written; the CSV and HTML pages are rebuilt
+from the gradebook at the end of every run.
+
+A submission that cannot be read gets a row with an error (exit code still 0);
+one that hangs, crashes or eats memory costs only itself.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import fcntl
+import hashlib
+import io
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import paths
+
+SKIP_NAMES = {"__MACOSX", "__pycache__", ".ipynb_checkpoints"}
+INTERRUPTED = 130
+
+
+# ---------------------------------------------------------------- what is graded, with what
+
+def _suite_files(stage) -> list[Path]:
+    files = [paths.ASSIGNMENTS / stage.id / "stage.toml",
+             paths.HIDDEN_TESTS / f"test_{stage.id}.py",
+             paths.SOLUTIONS / f"{stage.id}.py",
+             paths.SANDBOX / "probes" / f"{stage.id}.py"]
+    files += [paths.SANDBOX / "standins" / f"{s}.py" for s in stage.standins]
+    data = paths.HIDDEN_TESTS / "data"
+    if data.is_dir():
+        for p in sorted(data.iterdir()):
+            if p.name.startswith(stage.id):
+                files += sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p]
+    return files
+
+
+SHARED_SUITE_FILES = [paths.ROOT / "grader" / "testing.py", paths.ROOT / "grader" / "plugin.py",
+                      paths.ROOT / "grader" / "report.py", paths.TESTS / "grading.ini",
+                      paths.HIDDEN_TESTS / "conftest.py"]
+
+
+def suite_hash(stage_list) -> str:
+    """A hash of everything that decides a grade for these stages, other than the submission.
+
+    Changes when a stage's hidden tests, weights, reference solution, probes,
+    stand-ins or hidden data change (or the assertion helpers / plugin that
+    turn them into scores and feedback).
+    """
+    digest = hashlib.sha256(b"grader-suite-v1\0")
+    for stage in sorted(stage_list, key=lambda s: s.id):
+        digest.update(f"stage {stage.id}\0".encode())
+        for f in _suite_files(stage):
+            _hash_file(digest, f)
+    for f in SHARED_SUITE_FILES:
+        _hash_file(digest, f)
+    return digest.hexdigest()
+
+
+def _hash_file(digest, path: Path) -> None:
+    rel = str(path.relative_to(paths.ROOT)) if path.is_relative_to(paths.ROOT) else str(path)
+    digest.update(rel.encode() + b"\0")
+    digest.update(path.read_bytes() if path.is_file() else b"<absent>")
+    digest.update(b"\0")
+
+
+def grader_version() -> str:
+    """The course repository's git commit (read from .git, no git command), or 'unknown'."""
+    git = paths.ROOT / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref:"):
+            return head[:40]
+        ref = head.split(None, 1)[1]
+        if (git / ref).is_file():
+            return (git / ref).read_text().strip()[:40]
+        packed = git / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text().splitlines():
+                if line.endswith(" " + ref):
+                    return line.split()[0][:40]
+    except OSError:
+        pass
+    return "unknown"
+
+
+# ---------------------------------------------------------------- finding submissions
+
+def _slug(sid: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", sid).lstrip(".") or "_"
+
+
+def discover(folder: Path, exclude=()) -> tuple[list, list]:
+    """The submissions in ``folder`` (sorted, unique ids) and the names ignored."""
+    from .executors import Job
+    excluded = {os.path.realpath(p) for p in exclude}
+    found, ignored = [], []
+    order = {"folder": 0, "zip": 1, "notebook": 2}
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        name = entry.name
+        if name.startswith(".") or name in SKIP_NAMES or os.path.realpath(entry) in excluded:
+            continue
+        if entry.is_dir():
+            found.append((name, "folder", entry))
+        elif entry.is_file() and name.endswith(".zip"):
+            found.append((name[:-4], "zip", entry))
+        elif entry.is_file() and name.endswith(".ipynb"):
+            found.append((name[:-6], "notebook", entry))
+        else:
+            ignored.append(name)
+    found.sort(key=lambda t: (t[0], order[t[1]]))
+    jobs, ids, slugs = [], set(), set()
+    for stem, fmt, entry in found:
+        sid = stem if stem not in ids else entry.name
+        slug = _slug(sid)
+        if slug in slugs:
+            slug = f"{slug}-{hashlib.sha256(sid.encode()).hexdigest()[:8]}"
+        ids.add(sid)
+        slugs.add(slug)
+        jobs.append(Job(id=sid, slug=slug, path=str(entry.resolve()), format=fmt))
+    return jobs, ignored
+
+
+def _raw_hash(path: Path) -> str:
+    digest = hashlib.sha256(b"raw\0")
+    if path.is_file():
+        digest.update(path.read_bytes())
+    elif path.is_dir():
+        for p in sorted(path.rglob("*")):
+            if p.is_file() and not p.is_symlink():
+                digest.update(str(p.relative_to(path)).encode() + b"\0" + p.read_bytes()[:1 << 24] + b"\0")
+    return digest.hexdigest()
+
+
+def fingerprint(job) -> None:
+    """Fill ``job.sha256`` the way the report will (normalised stage modules) or, when the
+    submission cannot be read, with a hash of its raw bytes and ``job.unreadable``."""
+    from . import submission
+    from .executors import _notebook_alone
+    tmp = tempfile.mkdtemp(prefix="grader-intake-")
+    try:
+        target = job.path
+        if job.format == "notebook":
+            target = _notebook_alone(job.path, tmp)
+        intake = submission.intake(target, os.path.join(tmp, "intake"), job.id)
+        job.sha256 = intake.sha256
+    except submission.UnreadableSubmission as exc:
+        job.sha256, job.unreadable = _raw_hash(Path(job.path)), str(exc)
+    except OSError as exc:
+        job.sha256, job.unreadable = _raw_hash(Path(job.path)), f"cannot be read: {exc}"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def not_graded_report(job, chosen, error: str) -> dict:
+    """A schema-v1 report for a submission that could not be graded: every stage at zero, the reason."""
+    from . import isolation, report
+    entries = []
+    for s in chosen:
+        tests = [{"id": f"{s.id}::{func}", "name": func, "score": 0.0, "max_score": round(pts, 6),
+                  "status": "missing", "visibility": s.hidden[func].visibility,
+                  "feedback": f"not graded: {error}", "duration_s": 0.0}
+                 for func, pts in s.test_points("hidden").items()]
+        entry = {"id": s.id, "title": s.title, "score": 0.0, "max_score": float(s.points), "status": "missing",
+                 "message": f"not graded: {error}", "tests": tests}
+        if s.bonus:
+            entry["bonus"] = True
+        entries.append(entry)
+    core = [e for e in entries if not e.get("bonus")]
+    bonus = [e for e in entries if e.get("bonus")]
+    rep = {"schema_version": 1, "kind": "hidden",
+           "submission": {"id": job.id, "path": job.path, "sha256": job.sha256,
+                          "format": {"notebook": "notebooks"}.get(job.format, job.format)},
+           "score": 0.0, "max_score": float(sum(e["max_score"] for e in core)), "stages": entries,
+           "errors": [error], "isolation": isolation.Isolation.choose("auto").describe(),
+           "environment": {"python": platform.python_version(), "platform": platform.platform()},  # no torch import
+           "duration_s": 0.0}
+    if bonus:
+        rep["bonus_score"] = 0.0
+        rep["bonus_max_score"] = float(sum(e["max_score"] for e in bonus))
+    report.validate(rep)
+    return rep
+
+
+# ---------------------------------------------------------------- outputs
+
+def write_csv(path: Path, rows: list, chosen) -> None:
+    """One row per student: stage scores, total, bonus; the error when there is no grade."""
+    from .atomic import write_bytes
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    stage_ids = [s.id for s in chosen]
+    w.writerow(["student", *stage_ids, "total", "bonus", "max_total", "status", "error", "sha256", "graded_at"])
+    core_max = sum(s.points for s in chosen if not s.bonus)
+    for r in rows:
+        rep = r["report"]
+        if r["status"] == "graded" and rep:
+            per = {s["id"]: s["score"] for s in rep["stages"]}
+            cells = [_num(per.get(sid, 0.0)) for sid in stage_ids]
+            total, bonus = _num(rep["score"]), _num(rep.get("bonus_score", 0.0))
+        else:
+            cells, total, bonus = [""] * len(stage_ids), "", ""
+        w.writerow([r["job"].id, *cells, total, bonus, _num(core_max), r["status"], r["error"] or "",
+                    r["job"].sha256, r["graded_at"] or ""])
+    write_bytes(str(path), buf.getvalue().encode())
+
+
+def _num(x) -> str:
+    return f"{float(x):.4f}".rstrip("0").rstrip(".") if x not in ("", None) else ""
+
+
+def print_summary(console, rows, chosen, stats: dict) -> None:
+    from rich.table import Table
+    graded = [r for r in rows if r["status"] == "graded" and r["report"]]
+    table = Table(title=f"class summary: {len(graded)} graded of {len(rows)} submissions")
+    table.add_column("stage", no_wrap=True)
+    for col, just in (("max", "right"), ("mean", "right"), ("median", "right"),
+                      ("min", "right"), ("max seen", "right"), ("full marks", "right"), ("missing", "right")):
+        table.add_column(col, justify=just)
+
+    def add(label, maximum, values, missing):
+        if values:
+            table.add_row(label, f"{maximum:g}", f"{statistics.fmean(values):.2f}", f"{statistics.median(values):.2f}",
+                          f"{min(values):.2f}", f"{max(values):.2f}",
+                          f"{sum(abs(v - maximum) < 1e-9 for v in values)}", str(missing))
+        else:
+            table.add_row(label, f"{maximum:g}", "-", "-", "-", "-", "-", str(missing))
+
+    for s in chosen:
+        vals, missing = [], 0
+        for r in graded:
+            st = next((x for x in r["report"]["stages"] if x["id"] == s.id), None)
+            if st is None:
+                continue
+            vals.append(st["score"])
+            missing += st["status"] == "missing"
+        add(s.id + (" (bonus)" if s.bonus else ""), s.points, vals, missing)
+    table.add_section()
+    add("total", sum(s.points for s in chosen if not s.bonus), [r["report"]["score"] for r in graded], 0)
+    console.print(table)
+    bad = [r for r in rows if r["status"] != "graded"]
+    for r in bad:
+        console.print(f"[red]{r['status']:>10}[/] {r['job'].id}: {r['error']}", highlight=False, markup=True)
+    line = (f"found {stats['found']}, graded now {stats['graded']}, already graded {stats['skipped']}, "
+            f"unreadable {stats['unreadable']}, errors {stats['errors']}")
+    if stats.get("pending"):
+        line += f", not graded yet {stats['pending']}"
+    if stats["graded"] and stats["seconds"] > 0:
+        line += f"; {stats['graded'] / stats['seconds'] * 60:.1f} submissions/min over {stats['seconds']:.0f} s"
+    console.print(line, highlight=False)
+
+
+# ---------------------------------------------------------------- the batch
+
+class _Interrupted(Exception):
+    pass
+
+
+def _lock(out: Path):
+    f = open(out / ".batch.lock", "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return None
+    return f
+
+
+def _contains(parent: Path, child: str) -> bool:
+    try:
+        Path(os.path.realpath(child)).relative_to(os.path.realpath(parent))
+        return True
+    except ValueError:
+        return False
+
+
+def main(args) -> int:
+    """Entry point of ``python -m grader batch`` (``args`` from grader.cli)."""
+    stage_list = [s for s in (args.stages or "").split(",") if s] or None
+    return run_batch(args.submissions_dir, out=args.out, workers=args.workers, gradebook_url=args.gradebook,
+                     stage_ids=stage_list, executor=args.executor, scheduler=args.scheduler,
+                     regrade=args.regrade)
+
+
+def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=None, stage_ids=None,
+              executor="local", scheduler=None, regrade=False, console=None, target=None,
+              timeout_s=None) -> int:
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    from . import html_report, run, stages
+    from .atomic import write_json
+    from .executors import DEFAULT_TARGET, DaskExecutor, LocalExecutor
+    from .gradebook import Gradebook, default_url, redact
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # a log file or CI: wide lines, no wrapping of ids and messages
+            console = Console(width=160)
+    subs = Path(submissions_dir).resolve()
+    if not subs.is_dir():
+        print(f"error: {submissions_dir} is not a folder of submissions", file=sys.stderr)
+        return 2
+    out_dir = Path(out).resolve()
+    for name, folder in (("the submissions folder", subs), ("the output folder", out_dir)):
+        if _contains(folder, tempfile.gettempdir()) or _contains(folder, str(paths.ROOT)):
+            print(f"error: {name} {folder} contains {tempfile.gettempdir()} or the grader; the student's "
+                  "worker could not run with it hidden. Use dedicated folders.", file=sys.stderr)
+            return 2
+    chosen = stages.resolve(stage_ids)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lock = _lock(out_dir)
+    if lock is None:
+        print(f"error: another batch is writing to {out_dir}; wait for it or stop it", file=sys.stderr)
+        return 2
+    url = gradebook_url or default_url(str(out_dir))
+    book = Gradebook(url)
+    suite = suite_hash(chosen)
+    abandoned = book.mark_abandoned()
+    jobs, ignored = discover(subs, exclude=[out_dir])
+    for name in ignored:
+        console.print(f"[yellow]ignored[/] {name}: not a folder, a .zip or a notebook", highlight=False)
+    for job in jobs:
+        fingerprint(job)
+    final = set() if regrade else book.final_keys(suite)
+    todo = [j for j in jobs if (j.id, j.sha256) not in final]
+    gradable = [j for j in todo if not j.unreadable]
+    hide = [str(subs), str(out_dir)]
+    budget = timeout_s or (sum(s.time_limit_s for s in chosen) + run.PYTEST_SLACK_S + 90)
+    if executor == "dask":
+        ex = DaskExecutor(scheduler, [s.id for s in chosen], hide, suite)
+    else:
+        ex = LocalExecutor(workers, [s.id for s in chosen], hide, suite, budget, target=target or DEFAULT_TARGET)
+    run_id = book.start_run(grader_version=grader_version(), suite_hash=suite,
+                            stages=",".join(s.id for s in chosen), submissions_dir=str(subs), out_dir=str(out_dir),
+                            executor=ex.describe(), workers=workers if executor == "local" else None,
+                            regrade=bool(regrade), n_found=len(jobs), n_todo=len(todo))
+    console.print(f"batch run {run_id}: {len(jobs)} submissions in {subs}, {len(todo)} to grade "
+                  f"({len(jobs) - len(todo)} already graded under suite {suite[:12]}), stages "
+                  f"{', '.join(s.id for s in chosen)}; {ex.describe()}; gradebook {redact(url)}"
+                  + (f"; {abandoned} killed run(s) marked abandoned" if abandoned else ""), highlight=False)
+    reports_dir, stats = out_dir / "reports", {"found": len(jobs), "graded": 0, "unreadable": 0, "errors": 0,
+                                               "skipped": len(jobs) - len(todo)}
+
+    def store(job, status, rep, error, worker="", seconds=None):
+        if rep is None:
+            rep = not_graded_report(job, chosen, error)
+        elif rep["submission"]["sha256"] != job.sha256:  # changed between fingerprint and grading
+            job.sha256 = rep["submission"]["sha256"]
+        write_json(str(reports_dir / f"{job.slug}.json"), rep)
+        book.record(run_id, student=job.id, path=job.path, fmt=job.format, sha256=job.sha256, suite=suite,
+                    status=status, error=error, report=rep if status == "graded" else None,
+                    worker=worker, duration_s=seconds)
+        key = {"graded": "graded", "unreadable": "unreadable"}.get(status, "errors")
+        stats[key] += 1
+
+    old_handler = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    status, start = "finished", time.monotonic()
+    progress = Progress(SpinnerColumn(), TextColumn("[bold]grading[/]"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                        TimeRemainingColumn(), console=console, transient=False)
+    try:
+        with progress:
+            task = progress.add_task("grading", total=len(todo), last="")
+            for job in todo:
+                if job.unreadable:
+                    store(job, "unreadable", None, job.unreadable)
+                    progress.console.print(f"[red]unreadable[/] {job.id}: {job.unreadable}", highlight=False)
+                    progress.update(task, advance=1, last=job.id)
+            for job, outcome in ex.run(gradable):
+                store(job, outcome.status, outcome.report, outcome.error, outcome.worker, outcome.seconds)
+                if outcome.status == "graded":
+                    rep = outcome.report
+                    progress.console.print(f"[green]graded[/] {job.id}: {rep['score']:g}/{rep['max_score']:g} "
+                                           f"({outcome.seconds:.1f} s)", highlight=False)
+                else:
+                    progress.console.print(f"[red]{outcome.status}[/] {job.id}: {outcome.error}", highlight=False)
+                progress.update(task, advance=1, last=job.id)
+    except KeyboardInterrupt:
+        status = "interrupted"
+        console.print("[yellow]interrupted[/]: stopping the gradings in flight; what was recorded stays. "
+                      "Run the same command again to finish.", highlight=False)
+    finally:
+        ex.close(cancel=status != "finished")
+        signal.signal(signal.SIGTERM, old_handler)
+    stats["seconds"] = time.monotonic() - start
+    try:
+        rows = _current_rows(book, suite, jobs, reports_dir)
+        stats["pending"] = sum(r["status"] == "pending" for r in rows)
+        write_csv(out_dir / "grades.csv", rows, chosen)
+        html_report.write_all(out_dir / "html", rows, chosen, suite=suite, run_id=run_id)
+        print_summary(console, rows, chosen, stats)
+        console.print(f"outputs: {out_dir / 'grades.csv'}, {reports_dir}/, {out_dir / 'html' / 'class.html'}",
+                      highlight=False)
+    finally:
+        _readable_outputs(out_dir)
+        book.finish_run(run_id, status, n_graded=stats["graded"], n_skipped=stats["skipped"],
+                        n_errors=stats["errors"] + stats["unreadable"])
+        book.close()
+        lock.close()
+    return INTERRUPTED if status == "interrupted" else 0
+
+
+def _readable_outputs(out_dir: Path) -> None:
+    """Atomic writes create files readable by their owner only; give the outputs the usual mode
+    (0666 less the umask), so that a web server or a TA's account can read them."""
+    mask = os.umask(0)
+    os.umask(mask)
+    mode = 0o666 & ~mask
+    for p in [out_dir / "grades.csv", *(out_dir / "reports").glob("*.json"), *(out_dir / "html").glob("*.html")]:
+        try:
+            if p.is_file() and (p.stat().st_mode & 0o777) != mode:
+                os.chmod(p, mode)
+        except OSError:
+            pass
+
+
+def _current_rows(book, suite, jobs, reports_dir: Path) -> list:
+    """Each submission of the folder with its latest grading under ``suite`` (``pending`` if none);
+    a report file missing on disk is rewritten from the gradebook."""
+    from .atomic import write_json
+    latest = book.latest(suite, [(j.id, j.sha256) for j in jobs])
+    rows = []
+    for job in jobs:
+        g = latest.get((job.id, job.sha256))
+        if g is None:
+            rows.append({"job": job, "status": "pending", "report": None, "error": "not graded yet",
+                         "graded_at": None})
+            continue
+        rep = g["report"]
+        path = reports_dir / f"{job.slug}.json"
+        if rep is not None and not path.exists():
+            write_json(str(path), rep)
+        graded_at = g["graded_at"]
+        if graded_at is not None and graded_at.tzinfo is None:  # SQLite keeps no time zone: it was UTC
+            graded_at = graded_at.replace(tzinfo=dt.timezone.utc)
+        rows.append({"job": job, "status": g["status"], "report": rep, "error": g["error"] or "",
+                     "graded_at": graded_at.isoformat(timespec="seconds") if graded_at else None})
+    return rows
