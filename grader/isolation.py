@@ -87,7 +87,7 @@ class Isolation:
             "env": env,
             "argv": runtime_argv,
         }
-        return [sys.executable, "-I", "-B", str(paths.SANDBOX / "jail.py"), json.dumps(plan)]
+        return [sys.executable, "-I", "-S", "-B", str(paths.SANDBOX / "jail.py"), json.dumps(plan)]
 
     def preexec(self):
         """Limits for a degraded worker (strict ones are set by the jail)."""

@@ -29,6 +29,13 @@ def pytest_addoption(parser):
     group.addoption("--grader-work", default=None, help="private folder for worker files and stage events")
     group.addoption("--threads", type=int, default=1, help="torch threads in each worker")
     group.addoption("--hide", action="append", default=[], help="another path the worker must not read")
+    group.addoption("--reverse-order", action="store_true",
+                    help="run each suite's tests in reverse (proves no test depends on the order)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--reverse-order"):
+        items.reverse()
 
 
 def stage_of(module) -> str:

@@ -21,7 +21,8 @@ def test_file(stage, kind: str):
 
 
 def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
-          submission_id: str | None = None, threads: int = 1, hide=(), fast_only: bool = False) -> dict:
+          submission_id: str | None = None, threads: int = 1, hide=(), fast_only: bool = False,
+          reverse_order: bool = False) -> dict:
     """Grade the submission at ``path`` and return the schema-v1 report.
 
     ``fast_only`` leaves out tests marked ``slow`` (end-to-end training); the
@@ -43,7 +44,7 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         json_tests, events, errors = [], {}, list(intake.errors)
         if runnable:
             json_tests, events, run_errors = _run_pytest(intake.folder, runnable, kind, iso_choice, work,
-                                                         threads, hide, fast_only)
+                                                         threads, hide, fast_only, reverse_order)
             errors += run_errors
         entries = []
         for s in chosen:
@@ -77,7 +78,7 @@ def _missing_stage(stage, kind):
     return entry
 
 
-def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_only=False):
+def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_only=False, reverse_order=False):
     private = os.path.join(work, "private")
     json_path = os.path.join(private, "pytest.json")
     argv = [sys.executable, "-m", "pytest", "-p", "grader.plugin", "-p", "no:cacheprovider",
@@ -86,6 +87,7 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
             "--json-report", f"--json-report-file={json_path}", "--json-report-omit", "log", "keywords",
             f"--submission={folder}", f"--isolation={isolation.mode}", f"--grader-work={work}",
             f"--threads={threads}", *[f"--hide={h}" for h in hide], *(["-m", "not slow"] if fast_only else []),
+            *(["--reverse-order"] if reverse_order else []),
             *[str(test_file(s, kind)) for s in runnable]]
     budget = sum(s.time_limit_s for s in runnable) + PYTEST_SLACK_S
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
