@@ -64,6 +64,10 @@ def assert_close(actual, expected, *, what: str = "the result", atol: float = 1e
     """Compare values; the message names the worst entry, what was got and expected, and a hint."""
     expected = np.asarray(_to_numpy(expected))
     array = assert_shape(actual, expected.shape, what)
+    if expected.dtype == bool:
+        expected = expected.astype(np.int64)
+    if array.dtype == bool:
+        array = array.astype(np.int64)
     hint = f" {hint}" if hint else ""
     got_nan, want_nan = np.isnan(array), np.isnan(expected)
     if (got_nan & ~want_nan).any():

@@ -280,7 +280,11 @@ class StudentModule:
 
 
 class InProcessWorker:
-    """No boundary: the module is imported here. For benchmarks and debugging only."""
+    """No boundary: the module is imported here. For benchmarks and debugging only.
+
+    The student's modules and ``grader.testing.reference`` share bare module names
+    (``a05_encoder``) in this one process, so only the reference itself can be
+    graded meaningfully this way, which is what the benchmark does."""
 
     def __init__(self, stage, submission_dir: str):
         from .sandbox.runtime import Worker

@@ -1,0 +1,841 @@
+"""Hidden suite of stage 5 (a05_encoder): the Transformer encoder in PyTorch, slides 30-40.
+
+Everything here runs in the trusted process. Weights are generated here, sent
+to the student's modules as a state_dict through the probes of
+grader/sandbox/probes/a05_encoder.py, and the expected values come from the
+reference solution run here on the same weights and inputs.
+
+Tolerances: float32 values of size ~1 that are computed by equivalent but
+differently ordered operations (einsum vs matmul, an additive vs a filled
+mask, another head split) agree to ~1e-6; we allow 1e-5 (absolute and
+relative). Every catalogued mistake changes the results by 1e-3 or more.
+"""
+import math
+import re
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from grader.errors import StudentError
+from grader.testing import as_array, assert_close, assert_shape, reference
+
+STAGE = "a05_encoder"
+ATOL = RTOL = 1e-5
+KINDS = ("MultiHeadAttention", "PositionwiseFeedForward", "EncoderLayer", "Encoder")
+
+
+def R():
+    return reference(STAGE)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _make(kind, init, seed):
+    """A reference module with reproducible, non-trivial weights, and its state_dict without `pe`."""
+    torch.manual_seed(seed)
+    model = getattr(R(), kind)(**init)
+    gen = torch.Generator().manual_seed(1000 + seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("bias"):
+                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
+    model.eval()
+    state = {k: v.detach().clone() for k, v in model.state_dict().items() if k != "pe"}
+    return model, state
+
+
+def _randn(*shape, seed):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _rand_mask(*shape, seed, p=0.4):
+    mask = torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) > p
+    mask[..., 0] = True
+    return mask
+
+
+CONTRACT_NAMES = (
+    "MultiHeadAttention: w_q, w_k, w_v, w_o (nn.Linear(d_model, d_model)); "
+    "PositionwiseFeedForward: linear1, linear2; EncoderLayer: self_attn, ffn, norm1, norm2; "
+    "Encoder: embedding, layers (and the buffer pe)"
+)
+
+
+def _check_load(reply, kind):
+    if reply.get("load_error"):
+        raise AssertionError(
+            f"the contract's weights could not be loaded into your {kind}: {reply['load_error']} "
+            f"(names and shapes of the contract: {CONTRACT_NAMES})")
+    if reply.get("missing") or reply.get("unexpected"):
+        raise AssertionError(
+            f"your {kind} does not have the contract's parameters: missing {reply['missing'][:6]}, "
+            f"unexpected {reply['unexpected'][:6]} (names of the contract: {CONTRACT_NAMES}; "
+            "MultiHeadAttention has no parameters besides the four projections)")
+
+
+def _tensor(value, what):
+    if isinstance(value, dict) and "not_a_tensor" in value:
+        raise AssertionError(
+            f"{what} returned a {value['not_a_tensor']}, not one tensor; forward returns only the output "
+            "and the attention weights are kept in self.attn_weights")
+    return as_array(value, what)
+
+
+def _run(student, kind, init, state, calls, *, train=False, seed=0, grad=False):
+    try:
+        reply = student.probe("run", kind=kind, init=init, state_dict=state, calls=calls, train=train, seed=seed,
+                              grad=grad)
+    except StudentError as exc:
+        if kind == "Encoder" and "Double" in exc.message and "Float" in exc.message:
+            raise AssertionError(
+                f"{exc} -- float64 values reached the float32 layers: the buffer pe must be float32 "
+                "(compute the table in float64, then .float() before register_buffer)") from None
+        raise
+    _check_load(reply, kind)
+    return reply["results"]
+
+
+def _weights(result, what):
+    w = result["attn_weights"]
+    if isinstance(w, dict) and "not_a_tensor" in w:
+        raise AssertionError(
+            f"after a forward, {what}.attn_weights is {w['not_a_tensor']}, not a tensor; store the weights "
+            "(B, h, m, n) after the softmax: self.attn_weights = weights.detach()")
+    return w
+
+
+def _close_to_any(actual, candidates, atol=1e-4):
+    """Name of the first wrong variant the student's values reproduce, or None."""
+    a = np.asarray(actual, dtype=np.float64)
+    for name, value in candidates.items():
+        v = np.asarray(value.detach().numpy() if isinstance(value, torch.Tensor) else value, dtype=np.float64)
+        if v.shape == a.shape and np.all(np.isfinite(a)) and np.allclose(a, v, atol=atol, rtol=1e-3):
+            return name
+    return None
+
+
+# Wrong variants of attention, computed here to name a student's mistake.
+
+MHA_HINTS = {
+    "sqrt_d_model": "Your scores seem divided by sqrt(d_model); slide 34 divides by sqrt(d_k), the size of one "
+                    "head (d_k = d_model // n_heads).",
+    "no_scale": "Your scores seem not scaled at all; divide Q K^T by sqrt(d_k) before the softmax (slides 5, 34).",
+    "no_transpose": "Your heads seem split with view(B, h, n, d_k), which mixes tokens into heads; split with "
+                    "view(B, n, h, d_k).transpose(1, 2) and merge back with transpose(1, 2).contiguous()"
+                    ".view(B, m, d_model).",
+    "inverted_mask": "Your mask seems inverted: True means the key MAY be attended to (course convention), so put "
+                     "-inf where the mask is False.",
+    "mask_ignored": "Your mask seems to be ignored; put -inf in the blocked scores (mask False) before the softmax, "
+                    "after bringing a (m, n) or (B, m, n) mask to (B, 1, m, n).",
+    "mask_after_softmax": "Your blocked weights seem zeroed after the softmax, so the rows no longer sum to 1; put "
+                          "-inf in the blocked scores before the softmax (slide 35).",
+    "softmax_query_axis": "Your softmax seems to run over the query axis; it must run over the keys, the last axis "
+                          "(dim=-1), so that each query's weights sum to 1 (slide 35).",
+}
+
+
+def _mha_variant(state, q, k, v, mask, h, variant):
+    d = q.shape[-1]
+    d_k = d // h
+    B, m, n = q.shape[0], q.shape[1], k.shape[1]
+
+    def lin(x, name):
+        bias = state.get(f"{name}.bias")
+        return x @ state[f"{name}.weight"].T + (bias if bias is not None else 0)
+
+    def split(x, L):
+        if variant == "no_transpose":
+            return x.reshape(B, h, L, d_k)
+        return x.view(B, L, h, d_k).transpose(1, 2)
+
+    Q, K, V = split(lin(q, "w_q"), m), split(lin(k, "w_k"), n), split(lin(v, "w_v"), n)
+    scale = {"sqrt_d_model": math.sqrt(d), "no_scale": 1.0}.get(variant, math.sqrt(d_k))
+    s = Q @ K.transpose(-2, -1) / scale
+    M = None
+    if mask is not None and variant != "mask_ignored":
+        M = mask if mask.dim() == 4 else (mask[:, None] if mask.dim() == 3 else mask[None, None])
+        if variant == "inverted_mask":
+            M = ~M
+    if M is not None and variant != "mask_after_softmax":
+        s = s.masked_fill(~M, float("-inf"))
+    w = torch.softmax(s, dim=-2 if variant == "softmax_query_axis" else -1)
+    if M is not None and variant == "mask_after_softmax":
+        w = w.masked_fill(~M, 0.0)
+    w = torch.nan_to_num(w, nan=0.0)
+    ctx = w @ V
+    ctx = ctx.reshape(B, m, d) if variant == "no_transpose" else ctx.transpose(1, 2).reshape(B, m, d)
+    return lin(ctx, "w_o"), w
+
+
+def _mha_hint(actual, state, q, k, v, mask, h, pick=0):
+    candidates = {name: _mha_variant(state, q, k, v, mask, h, name)[pick] for name in MHA_HINTS}
+    name = _close_to_any(actual, candidates)
+    if name:
+        return MHA_HINTS[name]
+    return ("Check, in this order: the projections w_q, w_k, w_v, w_o; the head split view(B, n, h, d_k)"
+            ".transpose(1, 2); scores Q K^T / sqrt(d_k) (slide 34); -inf where the mask is False, before the "
+            "softmax over the keys (dim=-1); the weighted sum of V (slide 36); merging heads and w_o.")
+
+
+# ----------------------------------------------------------------------------- padding_mask
+
+def test_padding_mask(student):
+    """padding_mask: (B, 1, 1, n), True at real tokens"""
+    ids = torch.tensor([[4, 9, 3, 3, 3], [3, 7, 7, 2, 3], [5, 6, 8, 1, 2]])
+    got = student.padding_mask(ids, 3)
+    expected = (ids != 3)[:, None, None, :]
+    array = as_array(got, "padding_mask(ids, pad_id=3)")
+    if array.shape == (3, 1, 5, 1):
+        raise AssertionError("padding_mask(ids (3, 5), pad_id=3) has shape (3, 1, 5, 1): the mask is on the query "
+                             "axis. It hides keys, so it must be (B, 1, 1, n) and broadcast over heads and queries.")
+    assert_shape(array, (3, 1, 1, 5), "padding_mask(ids (3, 5), pad_id=3)")
+    if array.dtype != np.bool_:
+        raise AssertionError(f"padding_mask returned {array.dtype} values; return a boolean tensor (ids != pad_id)")
+    if np.array_equal(array, ~expected.numpy()):
+        raise AssertionError("padding_mask is inverted: it must be True at real tokens (may attend) and False at "
+                             "padding (course convention: True = may attend)")
+    assert_close(array.astype(np.int64), expected.numpy().astype(np.int64), what="padding_mask(ids, pad_id=3)",
+                 hint="True where ids != pad_id (pad_id is an argument, not always 0).")
+
+
+# ----------------------------------------------------------------------------- structure
+
+def test_submodules_and_parameter_shapes(student):
+    """submodule names, parameter names and shapes follow the contract"""
+    cases = [
+        ("MultiHeadAttention", {"d_model": 12, "n_heads": 3}),
+        ("MultiHeadAttention", {"d_model": 12, "n_heads": 3, "bias": False}),
+        ("PositionwiseFeedForward", {"d_model": 12, "d_ff": 20}),
+        ("EncoderLayer", {"d_model": 12, "n_heads": 3, "d_ff": 20}),
+        ("Encoder", {"vocab_size": 17, "d_model": 12, "n_heads": 3, "d_ff": 20, "n_layers": 2, "max_len": 30,
+                     "pad_id": 2}),
+    ]
+    for kind, init in cases:
+        torch.manual_seed(0)
+        ref_model = getattr(R(), kind)(**init)
+        want = {n: list(p.shape) for n, p in ref_model.named_parameters()}
+        got = student.probe("structure", kind=kind, init=init)
+        params = {n: got["state"][n]["shape"] for n in got["params"] if n in got["state"]}
+        missing = sorted(set(want) - set(params))
+        extra = sorted(set(params) - set(want))
+        if missing or extra:
+            raise AssertionError(
+                f"{kind}({', '.join(f'{k}={v}' for k, v in init.items())}) has parameters that differ from the "
+                f"contract: missing {missing[:6]}, unexpected {extra[:6]}. Contract: {CONTRACT_NAMES}"
+                + ("; bias=False must give nn.Linear(..., bias=False) projections" if "bias" in init else ""))
+        for name, shape in want.items():
+            if params[name] != shape:
+                raise AssertionError(f"{kind}: parameter {name} has shape {tuple(params[name])}, the contract's is "
+                                     f"{tuple(shape)}")
+        if kind == "EncoderLayer":
+            for sub, typ in [("self_attn", "MultiHeadAttention"), ("ffn", "PositionwiseFeedForward"),
+                             ("norm1", "LayerNorm"), ("norm2", "LayerNorm")]:
+                if got["modules"].get(sub) != typ:
+                    raise AssertionError(f"EncoderLayer.{sub} should be a {typ}, found {got['modules'].get(sub)}")
+            if "dropout" not in got["modules"]:
+                raise AssertionError("EncoderLayer has no submodule `dropout` (nn.Dropout applied to each sub-layer "
+                                     "output before the residual addition)")
+        if kind == "Encoder":
+            if got["attrs"].get("pad_id") != 2:
+                raise AssertionError(f"Encoder(pad_id=2).pad_id is {got['attrs'].get('pad_id')!r}, expected 2")
+            if got["attrs"].get("embedding_padding_idx") != 2:
+                raise AssertionError("Encoder(pad_id=2).embedding should be nn.Embedding(..., padding_idx=pad_id); "
+                                     f"its padding_idx is {got['attrs'].get('embedding_padding_idx')!r}")
+            if "pe" not in got["buffers"]:
+                raise AssertionError("Encoder has no buffer `pe`; store the sinusoidal table with "
+                                     "self.register_buffer('pe', table) so it moves with the model but is not trained")
+            if got["modules"].get("layers") != "ModuleList" or got["modules"].get("layers.1") != "EncoderLayer":
+                raise AssertionError("Encoder.layers should be an nn.ModuleList of n_layers EncoderLayer")
+
+
+# ----------------------------------------------------------------------------- attention values
+
+MASK_KINDS = ["no_mask", "mask_2d", "mask_3d", "mask_4d_shared_heads", "mask_4d_per_head", "padding_mask",
+              "fully_masked_rows"]
+
+
+def _attention_case(kind, B=3, m=5, n=7, h=4):
+    if kind == "no_mask":
+        return None
+    if kind == "mask_2d":
+        return _rand_mask(m, n, seed=11)
+    if kind == "mask_3d":
+        return _rand_mask(B, m, n, seed=12)
+    if kind == "mask_4d_shared_heads":
+        return _rand_mask(B, 1, m, n, seed=13)
+    if kind == "mask_4d_per_head":
+        return _rand_mask(B, h, m, n, seed=14)
+    if kind == "padding_mask":
+        lengths = torch.tensor([n, 4, 1])
+        return (torch.arange(n)[None, :] < lengths[:, None])[:, None, None, :]
+    mask = _rand_mask(B, m, n, seed=15)
+    mask[0, 1] = False
+    mask[2, 4] = False
+    return mask
+
+
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+def test_attention_matches_reference(student, mask_kind):
+    """MultiHeadAttention output and attn_weights match the reference (cross-attention m != n, every mask rank)"""
+    B, m, n, d, h = 3, 5, 7, 16, 4
+    init = {"d_model": d, "n_heads": h}
+    ref_model, state = _make("MultiHeadAttention", init, seed=1)
+    q, k, v = _randn(B, m, d, seed=2), _randn(B, n, d, seed=3), _randn(B, n, d, seed=4)
+    mask = _attention_case(mask_kind, B, m, n, h)
+    with torch.no_grad():
+        want = ref_model(q, k, v, mask)
+    want_w = ref_model.attn_weights
+    results = _run(student, "MultiHeadAttention", init, state, [{"args": [q, k, v, mask]}])
+    what = f"MultiHeadAttention({d}, {h}) on query (3, 5, 16), key/value (3, 7, 16), {mask_kind.replace('_', ' ')}"
+    got = _tensor(results[0]["out"], what)
+    hint = _mha_hint(got, state, q, k, v, mask, h) if got.shape == tuple(want.shape) else \
+        "The output must have the query's shape (B, m, d_model)."
+    if mask_kind == "fully_masked_rows":
+        hint = ("Query rows whose keys are all masked must get zero weights and a zero context (the output is then "
+                "w_o's bias), never NaN. " + hint)
+    assert_close(got, want, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+    w = _weights(results[0], "MultiHeadAttention")
+    got_w = assert_shape(w["value"], (B, h, m, n), f"attn_weights after {what}")
+    assert_close(got_w, want_w, what=f"attn_weights after {what}", atol=ATOL, rtol=RTOL,
+                 hint=_mha_hint(got_w, state, q, k, v, mask, h, pick=1))
+
+
+def test_attention_weights_rows_sum_to_one(student):
+    """attn_weights: (B, h, m, n), detached, rows sum to 1, kept before dropout"""
+    B, m, n, d, h = 2, 4, 6, 12, 3
+    init = {"d_model": d, "n_heads": h, "dropout": 0.5}
+    ref_model, state = _make("MultiHeadAttention", init, seed=5)
+    q, kv = _randn(B, m, d, seed=6), _randn(B, n, d, seed=7)
+    with torch.no_grad():
+        ref_model(q, kv, kv)
+    want_w = ref_model.attn_weights
+    results = _run(student, "MultiHeadAttention", init, state, [{"args": [q, kv, kv]}], train=True, grad=True)
+    w = _weights(results[0], "MultiHeadAttention")
+    got = assert_shape(w["value"], (B, h, m, n), "attn_weights (train mode, dropout=0.5)")
+    if w["requires_grad"]:
+        raise AssertionError("self.attn_weights still requires grad: store weights.detach() so that keeping it "
+                             "does not hold the autograd graph")
+    sums = got.sum(-1)
+    if not np.allclose(sums, 1.0, atol=1e-5):
+        raise AssertionError(
+            f"in train mode with dropout=0.5 the rows of attn_weights sum to {sums.min():.3f}..{sums.max():.3f}, "
+            "not 1: store the weights after the softmax and BEFORE dropout (dropout is applied to the weights "
+            "used for the weighted sum only)")
+    assert_close(got, want_w, what="attn_weights in train mode", atol=ATOL, rtol=RTOL,
+                 hint="attn_weights are the softmax of the scaled, masked scores, identical in train and eval mode.")
+
+
+def test_fully_masked_rows_zero_not_nan(student):
+    """a query with every key masked: zero weights, zero context, finite gradients"""
+    B, n, d, h = 2, 5, 8, 2
+    init = {"d_model": d, "n_heads": h}
+    ref_model, state = _make("MultiHeadAttention", init, seed=8)
+    x = _randn(B, n, d, seed=9)
+    mask = torch.ones(B, n, n, dtype=torch.bool)
+    mask[1, 3] = False  # query 3 of sample 1 may look at nothing
+    mask[0, :, 2] = False
+    results = _run(student, "MultiHeadAttention", init, state, [{"args": [x, x, x, mask]}])
+    out = _tensor(results[0]["out"], "MultiHeadAttention with a fully masked query row")
+    if np.isnan(out).any():
+        raise AssertionError(
+            "a query row whose keys are all masked gives NaN: softmax of a row of -inf is 0/0. Give such rows zero "
+            "weights (e.g. fill them after the softmax where the mask row has no True) so their context is zero")
+    assert_close(out[1, 3], state["w_o.bias"], what="output of the fully masked query (sample 1, query 3)",
+                 atol=ATOL, rtol=RTOL, hint="Zero weights give a zero context, so the output is only w_o's bias.")
+    w = _weights(results[0], "MultiHeadAttention")["value"]
+    assert_close(as_array(w)[1, :, 3], np.zeros((h, n)), what="attn_weights[1, :, 3] of the fully masked query",
+                 atol=0, rtol=0)
+    reply = student.probe("gradients", kind="MultiHeadAttention", init=init, state_dict=state, args=[x, x, x, mask])
+    _check_load(reply, "MultiHeadAttention")
+    for i, g in enumerate(reply.get("inputs", [])[:3]):
+        if g is not None and not np.isfinite(as_array(g)).all():
+            raise AssertionError(
+                f"the gradient w.r.t. input {['query', 'key', 'value'][i]} contains NaN/inf when a query row is fully "
+                "masked: a NaN made in the forward pass (0/0) leaks into backward even if you overwrite it later. "
+                "Keep the masked row finite before the softmax, then zero its weights")
+    for name, g in reply.get("params", {}).items():
+        if g is not None and not np.isfinite(as_array(g)).all():
+            raise AssertionError(f"the gradient of {name} contains NaN/inf when a query row is fully masked")
+
+
+def test_attention_dropout_on_weights(student):
+    """dropout is applied to the attention weights (not to the output)"""
+    B, m, n, d, h = 4, 8, 6, 16, 4
+    d_k = d // h
+    init = {"d_model": d, "n_heads": h, "dropout": 0.5}
+    _, state = _make("MultiHeadAttention", init, seed=10)
+    eye = torch.eye(d)
+    state.update({"w_v.weight": eye.clone(), "w_o.weight": eye.clone(),
+                  "w_v.bias": torch.zeros(d), "w_o.bias": torch.zeros(d)})
+    q = _randn(B, m, d, seed=11)
+    c = 1.0 + torch.rand(d, generator=torch.Generator().manual_seed(12))
+    kv_keys = _randn(B, n, d, seed=13)
+    value = c.expand(B, n, d).clone()  # every value row is c: any mix of values is c * (sum of weights)
+    results = _run(student, "MultiHeadAttention", init, state, [{"args": [q, kv_keys, value]}], train=True, seed=3)
+    out = _tensor(results[0]["out"], "MultiHeadAttention in train mode")
+    ratio = (out / c.numpy()).reshape(B, m, h, d_k)  # per head: the sum of the dropped weights of that query
+    spread = np.abs(ratio - ratio[..., :1]).max()
+    if spread > 1e-4:
+        raise AssertionError(
+            "in train mode the output is not a mix of the values with dropped weights: within one head, every "
+            f"feature of the output should be scaled by the same factor (spread {spread:.3g}). Apply dropout to the "
+            "attention weights (B, h, m, n) before multiplying by V, not to the context or the output")
+    factors = ratio[..., 0]
+    if np.allclose(factors, 1.0, atol=1e-5):
+        raise AssertionError("MultiHeadAttention(dropout=0.5) in train mode does not drop any attention weight; "
+                             "apply self.dropout to the weights (it is active in train mode only)")
+
+
+# ----------------------------------------------------------------------------- feed-forward and layer
+
+FFN_HINTS = {
+    "gelu_tanh": "Your GELU seems to be the tanh approximation; the contract uses the exact erf form "
+                 "(nn.GELU() / F.gelu with the default approximate='none').",
+    "relu": "Your feed-forward seems to apply ReLU although activation='gelu' was asked.",
+    "gelu": "Your feed-forward seems to apply GELU although activation='relu' was asked.",
+    "no_activation": "Your feed-forward seems to have no activation between linear1 and linear2.",
+}
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_feed_forward_matches_reference(student, activation):
+    """PositionwiseFeedForward matches the reference (relu and exact-erf gelu)"""
+    init = {"d_model": 12, "d_ff": 30, "activation": activation}
+    ref_model, state = _make("PositionwiseFeedForward", init, seed=20)
+    x = _randn(2, 5, 12, seed=21)
+    with torch.no_grad():
+        want = ref_model(x)
+    results = _run(student, "PositionwiseFeedForward", init, state, [{"args": [x]}])
+    got = _tensor(results[0]["out"], f"PositionwiseFeedForward(activation={activation!r})")
+    lin1 = ref_model.linear1(x).detach()
+    acts = {"gelu_tanh": torch.nn.functional.gelu(lin1, approximate="tanh"), "relu": torch.relu(lin1),
+            "gelu": torch.nn.functional.gelu(lin1), "no_activation": lin1}
+    acts.pop(activation)
+    with torch.no_grad():
+        candidates = {k: ref_model.linear2(a) for k, a in acts.items()}
+    name = _close_to_any(got, candidates) if got.shape == tuple(want.shape) else None
+    hint = FFN_HINTS[name] if name else "linear1 -> activation -> dropout -> linear2, applied to every token."
+    assert_close(got, want, what=f"PositionwiseFeedForward(12, 30, activation={activation!r})", atol=ATOL, rtol=RTOL,
+                 hint=hint)
+
+
+LAYER_HINTS = {
+    "pre_ln": "Your layer seems pre-LN (x + sublayer(norm(x))); the contract is post-LN as in the original "
+              "Transformer: x = norm1(x + dropout(self_attn(x))), then x = norm2(x + dropout(ffn(x))) (slide 40, "
+              "Add & Norm).",
+    "no_residual": "Your layer seems to have no residual connections; add the sub-layer's input to its output "
+                   "before each LayerNorm (slide 39).",
+    "no_attn_residual": "The residual connection around self-attention seems missing: norm1(x + self_attn(x)) "
+                        "(slide 39).",
+    "no_ffn_residual": "The residual connection around the feed-forward network seems missing: norm2(x + ffn(x)) "
+                       "(slide 39).",
+    "norms_swapped": "norm1 and norm2 seem swapped: norm1 follows self-attention, norm2 the feed-forward network.",
+    "mask_ignored": "Your layer seems to ignore the mask; pass it to self_attn(x, x, x, mask).",
+}
+
+
+def _layer_variant(L, x, mask, variant):
+    attn = lambda y, msk=mask: L.self_attn(y, y, y, None if variant == "mask_ignored" else msk)  # noqa: E731
+    if variant == "pre_ln":
+        x = x + attn(L.norm1(x))
+        return x + L.ffn(L.norm2(x))
+    if variant == "no_residual":
+        return L.norm2(L.ffn(L.norm1(attn(x))))
+    if variant == "no_attn_residual":
+        x = L.norm1(attn(x))
+        return L.norm2(x + L.ffn(x))
+    if variant == "no_ffn_residual":
+        return L.norm2(L.ffn(L.norm1(x + attn(x))))
+    if variant == "norms_swapped":
+        x = L.norm2(x + attn(x))
+        return L.norm1(x + L.ffn(x))
+    x = L.norm1(x + attn(x))
+    return L.norm2(x + L.ffn(x))
+
+
+@pytest.mark.parametrize("case", ["relu_no_mask", "relu_padding_mask", "gelu_3d_mask"])
+def test_encoder_layer_matches_reference(student, case):
+    """EncoderLayer (post-LN) matches the reference"""
+    activation = case.split("_")[0]
+    B, n, d, h = 3, 6, 16, 4
+    init = {"d_model": d, "n_heads": h, "d_ff": 40, "activation": activation, "layer_norm_eps": 1e-6}
+    ref_model, state = _make("EncoderLayer", init, seed=30)
+    x = _randn(B, n, d, seed=31)
+    if case.endswith("padding_mask"):
+        mask = (torch.arange(n)[None, :] < torch.tensor([6, 3, 5])[:, None])[:, None, None, :]
+    elif case.endswith("3d_mask"):
+        mask = _rand_mask(B, n, n, seed=32)
+    else:
+        mask = None
+    with torch.no_grad():
+        want = ref_model(x, mask)
+        candidates = {k: _layer_variant(ref_model, x, mask, k) for k in LAYER_HINTS if mask is not None
+                      or k != "mask_ignored"}
+    results = _run(student, "EncoderLayer", init, state, [{"args": [x, mask]}])
+    what = f"EncoderLayer({d}, {h}, 40, activation={activation!r}) with {case.split('_', 1)[1].replace('_', ' ')}"
+    got = _tensor(results[0]["out"], what)
+    name = _close_to_any(got, candidates) if got.shape == tuple(want.shape) else None
+    hint = LAYER_HINTS[name] if name else (
+        "If MultiHeadAttention and PositionwiseFeedForward pass their tests, check the order: "
+        "x = norm1(x + dropout(self_attn(x, x, x, mask))); x = norm2(x + dropout(ffn(x))); and that "
+        "layer_norm_eps reaches both nn.LayerNorm.")
+    assert_close(got, want, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+
+
+def test_encoder_layer_permutation_equivariant(student):
+    """without positions, shuffling the tokens shuffles the EncoderLayer's outputs the same way"""
+    init = {"d_model": 16, "n_heads": 4, "d_ff": 32}
+    _, state = _make("EncoderLayer", init, seed=40)
+    x = _randn(2, 7, 16, seed=41)
+    perm = torch.tensor([3, 0, 6, 1, 5, 2, 4])
+    results = _run(student, "EncoderLayer", init, state, [{"args": [x]}, {"args": [x[:, perm]]}])
+    a = _tensor(results[0]["out"], "EncoderLayer(x)")
+    b = _tensor(results[1]["out"], "EncoderLayer(x[:, perm])")
+    assert_close(b, a[:, perm.numpy()], what="EncoderLayer(x[:, perm]) compared with EncoderLayer(x)[:, perm]",
+                 atol=ATOL, rtol=RTOL,
+                 hint="Self-attention without positional encoding treats tokens as a set (slide 21): something in "
+                      "your layer depends on the token index, e.g. heads split with view(B, h, n, d_k) instead of "
+                      "view(B, n, h, d_k).transpose(1, 2), or a loop that handles tokens differently.")
+
+
+def test_padding_never_changes_real_tokens(student):
+    """changing or adding padding never changes the outputs at real tokens"""
+    B, n, d, h = 3, 6, 16, 4
+    init = {"d_model": d, "n_heads": h, "d_ff": 32}
+    _, state = _make("EncoderLayer", init, seed=50)
+    x = _randn(B, n, d, seed=51)
+    real = torch.arange(n)[None, :] < torch.tensor([6, 2, 4])[:, None]  # (B, n)
+    reply = student.probe("padding_invariance", kind="EncoderLayer", init=init, state_dict=state, x=x,
+                          mask=real[:, None, None, :], real=real)
+    _check_load(reply, "EncoderLayer")
+    a = _tensor(reply["outs"][0], "EncoderLayer with a padding mask")
+    b = _tensor(reply["outs"][1], "EncoderLayer with a padding mask")
+    r = real.numpy()
+    assert_close(b[r], a[r], what="EncoderLayer outputs at real tokens after changing the padded tokens' inputs",
+                 atol=ATOL, rtol=RTOL,
+                 hint="A padding mask (B, 1, 1, n) hides padded KEYS from every query; it must reach self_attn and "
+                      "block those scores with -inf before the softmax (mask on the key axis, last dim).")
+    # Encoder: appending more padding leaves the real tokens' outputs unchanged (default mask = padding_mask)
+    enc_init = {"vocab_size": 20, "d_model": d, "n_heads": h, "d_ff": 32, "n_layers": 2, "max_len": 16, "pad_id": 1}
+    _, enc_state = _make("Encoder", enc_init, seed=52)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 1], [3, 4, 1, 1, 1, 1]])
+    longer = torch.cat([ids, torch.ones(2, 4, dtype=torch.long)], dim=1)
+    results = _run(student, "Encoder", enc_init, enc_state, [{"args": [ids]}, {"args": [longer]}])
+    a = _tensor(results[0]["out"], "Encoder(src_ids)")
+    b = _tensor(results[1]["out"], "Encoder(src_ids + 4 more pad tokens)")
+    r = (ids != 1).numpy()
+    assert_close(b[:, :6][r], a[r], what="Encoder outputs at real tokens after appending pad tokens",
+                 atol=ATOL, rtol=RTOL,
+                 hint="With src_mask=None the Encoder must build padding_mask(src_ids, self.pad_id) (True at real "
+                      "tokens, shape (B, 1, 1, n)) and pass it to every layer.")
+
+
+# ----------------------------------------------------------------------------- encoder
+
+ENCODER_HINTS = {
+    "unscaled_embedding": "Your embeddings seem not multiplied by sqrt(d_model) before adding the positional "
+                          "encoding (the original Transformer scales them).",
+    "no_pe": "The positional encoding seems not added: x = embedding(ids) * sqrt(d_model) + pe[:n] (slide 26).",
+    "no_default_mask": "With src_mask=None your Encoder seems not to mask the padding; use "
+                       "padding_mask(src_ids, self.pad_id).",
+    "query_axis_mask": "The padding mask seems applied on the query axis (B, 1, n, 1); it must hide keys: "
+                       "(B, 1, 1, n).",
+    "pe_not_interleaved": "Your positional encoding seems to put all sines first and all cosines after; the contract "
+                          "interleaves them: PE[p, 2i] = sin, PE[p, 2i+1] = cos (slide 22).",
+}
+
+
+def _encoder_variant(E, ids, src_mask, variant):
+    n = ids.shape[1]
+    d = E.pe.shape[1]
+    pe = E.pe[:n]
+    if variant == "pe_not_interleaved":
+        pe = torch.cat([E.pe[:n, 0::2], E.pe[:n, 1::2]], dim=1)
+    x = E.embedding(ids) * (1.0 if variant == "unscaled_embedding" else math.sqrt(d))
+    x = x + (0 if variant == "no_pe" else pe)
+    mask = src_mask
+    if mask is None and variant != "no_default_mask":
+        mask = (ids != E.pad_id)[:, None, None, :]
+        if variant == "query_axis_mask":
+            mask = (ids != E.pad_id)[:, None, :, None]
+    for layer in E.layers:
+        x = layer(x, mask)
+    return x
+
+
+@pytest.mark.parametrize("case", ["default_padding_mask", "explicit_2d_mask"])
+def test_encoder_matches_reference(student, case):
+    """Encoder (scaled embedding + sinusoidal PE + layers) matches the reference"""
+    init = {"vocab_size": 23, "d_model": 16, "n_heads": 4, "d_ff": 32, "n_layers": 2, "max_len": 40, "pad_id": 1}
+    ref_model, state = _make("Encoder", init, seed=60)
+    ids = torch.tensor([[4, 9, 12, 7, 22, 5, 1, 1], [3, 1, 1, 1, 1, 1, 1, 1], [8, 2, 0, 15, 6, 11, 19, 13]])
+    src_mask = None if case == "default_padding_mask" else torch.tril(torch.ones(8, 8, dtype=torch.bool))
+    with torch.no_grad():
+        want = ref_model(ids, src_mask)
+        candidates = {k: _encoder_variant(ref_model, ids, src_mask, k) for k in ENCODER_HINTS}
+    results = _run(student, "Encoder", init, state, [{"args": [ids], "kwargs": {"src_mask": src_mask}}])
+    what = f"Encoder(vocab 23, d_model 16, 4 heads, 2 layers, pad_id=1) with {case.replace('_', ' ')}"
+    got = _tensor(results[0]["out"], what)
+    name = _close_to_any(got, candidates) if got.shape == tuple(want.shape) else None
+    hint = ENCODER_HINTS[name] if name else (
+        "x = dropout(embedding(ids) * sqrt(d_model) + pe[:n]); then every layer with the mask "
+        "(padding_mask(src_ids, pad_id) when src_mask is None).")
+    assert_close(got, want, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+
+
+def _exact_pe(max_len, d_model):
+    p = np.arange(max_len, dtype=np.float64)[:, None]
+    i = np.arange(d_model)[None, :]
+    angle = p / np.power(10000.0, (i - i % 2) / d_model)
+    return np.where(i % 2 == 0, np.sin(angle), np.cos(angle))
+
+
+def _pe_of(student, max_len, d_model):
+    init = {"vocab_size": 10, "d_model": d_model, "n_heads": 2, "d_ff": 8, "n_layers": 1, "max_len": max_len}
+    got = student.probe("structure", kind="Encoder", init=init)
+    if "pe" not in got:
+        raise AssertionError("Encoder has no tensor attribute `pe`; register the sinusoidal table with "
+                             "self.register_buffer('pe', table)  # (max_len, d_model), float32")
+    return got
+
+
+def _pe_hint(pe, exact):
+    if pe.shape != exact.shape:
+        return ""
+    err = np.abs(pe - exact).max()
+    if np.allclose(pe, np.concatenate([exact[:, 0::2], exact[:, 1::2]], axis=1), atol=1e-5):
+        return " The sines and cosines are not interleaved: PE[p, 2i] = sin, PE[p, 2i+1] = cos (slide 22)."
+    swapped = exact.copy()
+    swapped[:, 0::2], swapped[:, 1::2] = exact[:, 1::2], exact[:, 0::2]
+    if np.allclose(pe, swapped, atol=1e-5):
+        return " sin and cos are swapped: even columns are sin, odd columns cos."
+    if err < 1e-3:
+        return (f" The table is off by up to {err:.1e}: it seems computed in float32 arithmetic, which loses the "
+                "angle p / 10000^(2i/d) at large p. Compute it in float64, as in stage 4, and convert once with "
+                ".float().")
+    return " PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(p / 10000^(2i/d_model)) (slide 22)."
+
+
+def test_pe_buffer(student):
+    """pe buffer: (max_len, d_model), float32, interleaved sin/cos"""
+    got = _pe_of(student, 64, 32)
+    if got["pe_dtype"] != "float32":
+        raise AssertionError(f"Encoder.pe has dtype {got['pe_dtype']}; the contract asks for float32 (a float64 "
+                             "buffer turns the embeddings into float64 and no longer matches the float32 weights): "
+                             "compute in float64, then .float()")
+    pe = assert_shape(got["pe"], (64, 32), "Encoder(max_len=64, d_model=32).pe")
+    exact = _exact_pe(64, 32)
+    # float32 arithmetic at positions < 64 stays within ~5e-6 of the exact table: only formula mistakes exceed 1e-5
+    assert_close(pe, exact, what="Encoder(max_len=64, d_model=32).pe", atol=1e-5, rtol=0, hint=_pe_hint(pe, exact))
+
+
+def test_pe_buffer_full_precision(student):
+    """pe buffer: every entry is the float32 nearest to the exact value (computed like stage 4)"""
+    got = _pe_of(student, 512, 64)
+    pe = assert_shape(got["pe"], (512, 64), "Encoder(max_len=512, d_model=64).pe").astype(np.float64)
+    exact = _exact_pe(512, 64)
+    # rounding the exact table to float32 costs at most half an ulp (6e-8 for |x| <= 1); any float64
+    # construction rounded once is within 1.2e-7; float32 arithmetic is off by ~1e-5 to 1e-4 at p ~ 500
+    assert_close(pe, exact, what="Encoder(max_len=512, d_model=64).pe", atol=1.2e-7, rtol=0,
+                 hint=_pe_hint(pe, exact))
+
+
+# ----------------------------------------------------------------------------- training behaviour
+
+@pytest.mark.parametrize("case", ["attention_with_fully_masked_row", "encoder"])
+def test_gradients_reach_every_parameter(student, case):
+    """backward: every parameter gets the reference's gradient"""
+    if case == "encoder":
+        kind = "Encoder"
+        init = {"vocab_size": 20, "d_model": 16, "n_heads": 4, "d_ff": 32, "n_layers": 2, "max_len": 16, "pad_id": 0}
+        ref_model, state = _make(kind, init, seed=70)
+        args = [torch.tensor([[3, 7, 9, 2, 0, 0], [5, 1, 4, 8, 6, 11]])]
+        grad_out = _randn(2, 6, 16, seed=71)
+    else:
+        kind = "MultiHeadAttention"
+        init = {"d_model": 16, "n_heads": 4}
+        ref_model, state = _make(kind, init, seed=72)
+        q, kv = _randn(2, 4, 16, seed=73), _randn(2, 5, 16, seed=74)
+        mask = _rand_mask(2, 4, 5, seed=75)
+        mask[1, 2] = False
+        args = [q, kv, kv.clone(), mask]
+        grad_out = _randn(2, 4, 16, seed=76)
+    ref_model.zero_grad()
+    (ref_model(*args) * grad_out).sum().backward()
+    reply = student.probe("gradients", kind=kind, init=init, state_dict=state, args=args, grad_out=grad_out)
+    _check_load(reply, kind)
+    if isinstance(reply.get("out"), dict):
+        _tensor(reply["out"], f"{kind}.forward")
+    if reply.get("out_requires_grad") is False:
+        raise AssertionError(f"the output of {kind} does not require grad: the forward pass is cut from the "
+                             "parameters (torch.no_grad(), .detach() or .data on the way?)")
+    for name, p in ref_model.named_parameters():
+        g = reply["params"].get(name)
+        if g is None:
+            raise AssertionError(
+                f"no gradient reached {name}: it is not used in forward, or the path is cut (a .detach(), "
+                "torch.no_grad() or .data; e.g. computing the context from the detached self.attn_weights)")
+        hint = ("The forward values are right when the value tests pass; a different gradient means "
+                "part of the computation is detached or done outside autograd.")
+        if name == "embedding.weight":
+            g_arr = as_array(g, f"the gradient of {name}")
+            if g_arr.shape == tuple(p.grad.shape) and np.abs(g_arr[init["pad_id"]]).max() > 0:
+                hint = ("The padding token's embedding row receives a gradient: create the embedding with "
+                        "nn.Embedding(vocab_size, d_model, padding_idx=pad_id), which keeps that row fixed (at zero).")
+        assert_close(g, p.grad, what=f"the gradient of {name} ({kind})", atol=1e-4, rtol=1e-3, hint=hint)
+
+
+def test_eval_deterministic_and_dropout_in_train(student):
+    """dropout is off in eval mode (deterministic) and on in train mode"""
+    init = {"vocab_size": 20, "d_model": 16, "n_heads": 4, "d_ff": 32, "n_layers": 2, "max_len": 16, "pad_id": 0,
+            "dropout": 0.3}
+    ref_model, state = _make("Encoder", init, seed=80)
+    ids = torch.tensor([[3, 7, 9, 2, 0, 0], [5, 1, 4, 8, 6, 11]])
+    with torch.no_grad():
+        want = ref_model(ids)
+    ev = _run(student, "Encoder", init, state, [{"args": [ids]}, {"args": [ids]}], train=False)
+    a, b = _tensor(ev[0]["out"], "Encoder in eval mode"), _tensor(ev[1]["out"], "Encoder in eval mode")
+    assert_close(b, a, what="two eval-mode calls of Encoder(dropout=0.3)", atol=0, rtol=0,
+                 hint="In eval mode nothing may be random: use nn.Dropout modules (or F.dropout(..., "
+                      "training=self.training)), which are switched off by model.eval().")
+    assert_close(a, want, what="Encoder(dropout=0.3) in eval mode", atol=ATOL, rtol=RTOL,
+                 hint="In eval mode dropout must do nothing; the output must equal the dropout-free computation.")
+    tr = _run(student, "Encoder", init, state, [{"args": [ids]}, {"args": [ids]}], train=True)
+    c, d = _tensor(tr[0]["out"], "Encoder in train mode"), _tensor(tr[1]["out"], "Encoder in train mode")
+    if np.allclose(c, d, atol=1e-6) or np.allclose(c, a, atol=1e-6):
+        raise AssertionError("Encoder(dropout=0.3) gives the same output in train mode as in eval mode: dropout is "
+                             "not applied (pass dropout to the embeddings' nn.Dropout and to every EncoderLayer)")
+
+
+# ----------------------------------------------------------------------------- errors
+
+ERROR_CASES = {
+    "n_heads_not_dividing_d_model": ("construct", ["10", "3"]),
+    "query_not_3d": ("query", ["5", "16"]),
+    "key_wrong_d_model": ("key_d", ["12"]),
+    "key_value_lengths_differ": ("kv_len", ["7", "6"]),
+    "mask_wrong_shape": ("mask", ["9"]),
+    "mask_rank_5": ("mask5", ["1"]),
+    "padding_mask_1d_ids": ("padding", ["4"]),
+    "encoder_ids_3d": ("encoder", ["2", "3", "4"]),
+}
+
+
+@pytest.mark.parametrize("case", list(ERROR_CASES))
+def test_value_errors(student, case):
+    """bad shapes and n_heads not dividing d_model raise ValueError naming the shapes"""
+    what_kind, numbers = ERROR_CASES[case]
+    init = {"d_model": 16, "n_heads": 4}
+    x = _randn(2, 5, 16, seed=90)
+    kv = _randn(2, 7, 16, seed=91)
+    call = {"args": [x, kv, kv]}
+    kind = "MultiHeadAttention"
+    if what_kind == "construct":
+        kind, init, calls, what = kind, {"d_model": 10, "n_heads": 3}, [], "MultiHeadAttention(d_model=10, n_heads=3)"
+    elif what_kind == "query":
+        calls, what = [{"args": [x[0], kv, kv]}], "MultiHeadAttention(16, 4) with a 2-D query (5, 16)"
+    elif what_kind == "key_d":
+        k12 = _randn(2, 7, 12, seed=92)
+        calls, what = [{"args": [x, k12, k12]}], "MultiHeadAttention(16, 4) with key/value (2, 7, 12)"
+    elif what_kind == "kv_len":
+        calls, what = [{"args": [x, kv, kv[:, :6]]}], "MultiHeadAttention(16, 4) with key (2, 7, 16), value (2, 6, 16)"
+    elif what_kind == "mask":
+        calls = [{"args": [x, kv, kv, torch.ones(2, 9, 7, dtype=torch.bool)]}]
+        what = "MultiHeadAttention(16, 4) on m=5, n=7 with a mask (2, 9, 7)"
+    elif what_kind == "mask5":
+        calls = [{"args": [x, kv, kv, torch.ones(2, 1, 1, 5, 7, dtype=torch.bool)]}]
+        what = "MultiHeadAttention(16, 4) with a 5-D mask (2, 1, 1, 5, 7)"
+    elif what_kind == "encoder":
+        kind = "Encoder"
+        init = {"vocab_size": 10, "d_model": 16, "n_heads": 4, "d_ff": 8, "n_layers": 1, "max_len": 16}
+        calls = [{"args": [torch.ones(2, 3, 4, dtype=torch.long)]}]
+        what = "Encoder.forward with src_ids of shape (2, 3, 4)"
+    else:
+        calls, what = None, "padding_mask(ids of shape (4,), 0)"
+    try:
+        if calls is None:
+            student.padding_mask(torch.tensor([1, 2, 0, 0]), 0)
+        else:
+            reply = student.probe("run", kind=kind, init=init, calls=calls)
+            _check_load(reply, kind)
+    except StudentError as exc:
+        if exc.kind != "error" or "ValueError" not in exc.mro_names:
+            raise AssertionError(f"{what} should raise ValueError (with a message naming the shapes), but raised "
+                                 f"{exc.type_name}: {exc.message[:300]}") from None
+        if not any(re.search(rf"(?<!\d){n}(?!\d)", exc.message) for n in numbers):
+            raise AssertionError(f"{what} raised ValueError({exc.message[:200]!r}); the message should name the "
+                                 f"shapes or sizes involved (e.g. {', '.join(numbers)}) so the caller can see what "
+                                 "is wrong") from None
+        return
+    raise AssertionError(f"{what} should raise ValueError naming the shapes, but returned normally"
+                         + ("; check d_model % n_heads == 0 in __init__" if case.startswith("n_heads") else ""))
+
+
+# ----------------------------------------------------------------------------- API and speed
+
+def test_no_forbidden_attention_api(student):
+    """no built-in attention (scaled_dot_product_attention, nn.MultiheadAttention, nn.Transformer*)"""
+    # The worker enforces the stage's forbidden list: a forbidden call made from the submission fails this
+    # test (and is reported with the name of the call). Here every class runs once.
+    mha_init = {"d_model": 8, "n_heads": 2}
+    x = _randn(1, 3, 8, seed=95)
+    _run(student, "MultiHeadAttention", mha_init, None, [{"args": [x, x, x]}])
+    _run(student, "EncoderLayer", {"d_model": 8, "n_heads": 2, "d_ff": 16}, None, [{"args": [x]}])
+    _run(student, "Encoder", {"vocab_size": 9, "d_model": 8, "n_heads": 2, "d_ff": 16, "n_layers": 1, "max_len": 8},
+         None, [{"args": [torch.tensor([[1, 2, 0]])]}])
+
+
+def _standin():
+    """The torch-built stand-in of this stage (grader code), used as a timing yardstick."""
+    import importlib.util
+    from grader import paths
+    spec = importlib.util.spec_from_file_location("_a05_standin_timing", paths.SANDBOX / "standins" / "a05_encoder.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_vectorised(student):
+    """MultiHeadAttention is vectorised: at most 20x the reference's time on a batch of 8 x 8 heads x 32 tokens"""
+    # Timing across two processes is noisy on a loaded machine, so each process interleaves its
+    # candidate with the same yardstick (the torch-built stand-in): here reference vs yardstick,
+    # in the worker student vs yardstick. The student's time over the reference's time is then
+    # (student / yardstick in the worker) * (yardstick / reference here). A loop over batch,
+    # heads and queries (2048 small products) is ~100x slower than the reference; 20x is the limit.
+    B, n, d, h = 8, 32, 32, 8
+    init = {"d_model": d, "n_heads": h}
+    ref_model, state = _make("MultiHeadAttention", init, seed=99)
+    x = _randn(B, n, d, seed=98)
+    lengths = torch.tensor([32, 25, 16, 5, 32, 1, 30, 12])
+    mask = (torch.arange(n)[None, :] < lengths[:, None])[:, None, None, :]
+    yardstick = _standin().MultiHeadAttention(d, h)
+    yardstick.load_state_dict(state)
+    yardstick.eval()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the worker runs with one thread
+    best = {"ref": float("inf"), "yardstick": float("inf")}
+    try:
+        with torch.no_grad():
+            ref_model(x, x, x, mask)
+            yardstick(x, x, x, mask)
+            for _ in range(10):
+                for key, m in (("ref", ref_model), ("yardstick", yardstick)):
+                    start = time.perf_counter()
+                    m(x, x, x, mask)
+                    best[key] = min(best[key], time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    reply = student.probe("time_forward", kind="MultiHeadAttention", init=init, state_dict=state,
+                          args=[x, x, x, mask], repeat=10)
+    _check_load(reply, "MultiHeadAttention")
+    took = reply["seconds"]
+    ratio = (took / reply["baseline_seconds"]) * (best["yardstick"] / best["ref"])
+    if ratio > 20:
+        raise AssertionError(
+            f"MultiHeadAttention on (8, 32, 32) with 8 heads took {took * 1e3:.1f} ms, about {ratio:.0f}x the "
+            "reference's time: a Python loop over heads, tokens or batch elements? Compute all heads and positions "
+            "at once with batched matrix products (q @ k.transpose(-2, -1) on (B, h, m, d_k)), slide 38.")
