@@ -1,0 +1,267 @@
+"""Hidden suite of stage 2 - a numerically stable softmax (slide 14).
+
+Expected values come from the reference solution, imported here in the trusted
+process; the student's module runs in the worker behind `student`.
+
+Tolerances: softmax atol 1e-12, rtol 1e-9. Weights lie in [0, 1]; any exact
+stable method (max-shift, logsumexp, exp then divide or multiply by the
+reciprocal) agrees with the reference to ~1e-15, while every mistake we look
+for (wrong axis, overflow, uniform weights on masked rows) is off by > 1e-3.
+log_softmax atol 1e-9, rtol 1e-9: its values reach -1e4 and rounding there is
+~1e-12 absolute, still far below any real mistake (an -inf from underflow, a
+wrong axis).
+"""
+import numpy as np
+import pytest
+
+from grader.testing import as_array, assert_close, assert_shape, reference
+
+ref = reference("a02_softmax")
+SOFTMAX_TOL = dict(atol=1e-12, rtol=1e-9)
+LOG_TOL = dict(atol=1e-9, rtol=1e-9)
+
+
+def rng(seed):
+    return np.random.default_rng(2000 + seed)
+
+
+def _matches(actual, candidate):
+    try:
+        a, c = np.asarray(actual, dtype=np.float64), np.asarray(candidate, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return a.shape == c.shape and bool(np.allclose(a, c, atol=1e-7, rtol=1e-6, equal_nan=True))
+
+
+def diagnose(actual, candidates, default=""):
+    """The hint of the first known mistake whose output equals the student's, else `default`."""
+    for text, make in candidates:
+        try:
+            with np.errstate(all="ignore"):
+                candidate = make()
+        except Exception:  # a candidate that cannot be formed on this input is simply not the mistake
+            continue
+        if _matches(actual, candidate):
+            return text
+    return default
+
+
+def _slice_sums(arr, axis):
+    with np.errstate(all="ignore"):
+        return np.sum(arr, axis=axis)
+
+
+def _softmax_hint(got, x, axis):
+    """Name the likely mistake behind a wrong softmax output."""
+    try:
+        arr = np.asarray(got, dtype=np.float64)
+    except (TypeError, ValueError):
+        return ""
+    other_axes = [a for a in range(-x.ndim, 0) if a != (axis if axis < 0 else axis - x.ndim)]
+    candidates = [(f"softmax seems to run over axis {a} instead of axis={axis}: normalise along the `axis` argument.",
+                   (lambda a=a: ref.softmax(x, axis=a))) for a in other_axes]
+
+    def no_keepdims():
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return e / np.sum(e, axis=axis)
+    candidates += [
+        ("The sum along `axis` seems taken without keepdims=True, so it broadcasts onto the wrong entries.",
+         no_keepdims),
+        ("A fully masked slice (all -inf) got uniform weights: -inf seems replaced by a large negative number. "
+         "Blocked entries must keep weight 0, and an all -inf slice gives all zeros.",
+         lambda: ref.softmax(np.where(np.isneginf(x), -1e9, x), axis=axis)),
+    ]
+    default = "softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along `axis` (slide 14)."
+    if arr.shape == x.shape:
+        live = ~np.isneginf(x).all(axis=axis)
+        sums = _slice_sums(arr, axis)
+        if np.isnan(arr).any():
+            nan_slices = np.isnan(arr).any(axis=axis)
+            if (nan_slices <= ~live).all():
+                default = ("NaN on a slice that is all -inf: its max is -inf and x - max = -inf - (-inf) = NaN. "
+                           "Give such a slice all-zero weights (shift it by 0, or skip the division where the sum is 0).")
+            else:
+                default = ("NaN from overflow: exp of a large score is inf and inf / inf = NaN. Subtract the max along "
+                           "`axis` before np.exp (slide 14).")
+        elif x.size > x.shape[axis] and abs(float(np.sum(arr)) - 1.0) < 1e-9:
+            default = ("All the weights together sum to 1, but each slice along `axis` must sum to 1: the sum seems "
+                       "taken over the whole array (np.sum without axis).")
+        elif live.any() and not np.allclose(sums[live], 1.0, atol=1e-9):
+            default = (f"The slices along axis={axis} sum to {np.round(sums[live].ravel()[:4], 4)}..., not 1: "
+                       "divide exp(x - max) by its own sum along `axis` (keepdims=True).")
+    return diagnose(got, candidates, default)
+
+
+def call(fn, *args, **kwargs):
+    """Call the student; explain a broadcasting crash, the usual sign of a missing keepdims=True."""
+    from grader.errors import StudentError
+    try:
+        return fn(*args, **kwargs)
+    except StudentError as exc:
+        if "broadcast" in exc.message:
+            raise AssertionError(
+                f"{fn.__name__} raised {exc.type_name}: {exc.message}. The sum (or max) along `axis` loses that axis; "
+                "use keepdims=True so it broadcasts back onto its slice.") from None
+        raise
+
+
+# ---------------------------------------------------------------- softmax
+
+@pytest.mark.parametrize("shape", [(1,), (7,), (4, 5), (2, 3, 6)])
+def test_softmax_values(student, shape):
+    """softmax matches the reference on random scores along the last axis"""
+    x = rng(len(shape)).normal(size=shape) * 3
+    got = call(student.softmax, x)
+    assert_close(got, ref.softmax(x), what=f"softmax(x {shape})", **SOFTMAX_TOL, hint=_softmax_hint(got, x, -1))
+
+
+@pytest.mark.parametrize("shape,axis", [((4, 5), 0), ((3, 4, 5), 1), ((3, 4, 5), 0), ((3, 4, 5), -2)])
+def test_softmax_respects_axis(student, shape, axis):
+    """softmax normalises along the given axis, not always the last one"""
+    x = rng(axis + 10).normal(size=shape) * 2
+    got = call(student.softmax, x, axis=axis)
+    assert_close(got, ref.softmax(x, axis=axis), what=f"softmax(x {shape}, axis={axis})", **SOFTMAX_TOL,
+                 hint=_softmax_hint(got, x, axis))
+
+
+def test_softmax_lecture_example(student):
+    """softmax([1, 2, 3]) is [0.0900, 0.2447, 0.6652]: positive, sums to 1, larger score larger weight (slide 14)"""
+    x = np.array([1.0, 2.0, 3.0])
+    got = call(student.softmax, x)
+    assert_close(got, np.exp(x) / np.exp(x).sum(), what="softmax([1, 2, 3])", **SOFTMAX_TOL,
+                 hint=_softmax_hint(got, x, -1))
+
+
+@pytest.mark.parametrize("scale", [1e2, 1e4])
+def test_softmax_large_inputs_no_overflow(student, scale):
+    """softmax of scores around +-1e4 gives finite weights (no overflow, no NaN)"""
+    x = rng(3).normal(size=(6, 9)) * scale
+    x[0] = [1e4, 1e4 - 1, 1e4 - 2, -1e4, 0, 5e3, 1e4, -5e3, 2.0]
+    got = call(student.softmax, x)
+    hint = _softmax_hint(got, x, -1)
+    arr = as_array(got, what=f"softmax of scores of magnitude {scale:g}")
+    if arr.shape == x.shape and not np.isfinite(arr).all():
+        hint = ("Overflow: np.exp of a large score is inf (and inf / inf is NaN). Subtract the max along `axis` "
+                "before np.exp; softmax(x) == softmax(x - max) (slide 14).")
+    assert_close(got, ref.softmax(x), what=f"softmax of scores of magnitude {scale:g}", **SOFTMAX_TOL, hint=hint)
+
+
+def test_softmax_properties_rows_sum_to_one(student):
+    """every softmax slice is non-negative and sums to 1, and adding a constant changes nothing"""
+    x = rng(4).normal(size=(5, 8)) * 10
+    w = assert_shape(call(student.softmax, x), x.shape, what="softmax(x (5, 8))")
+    sums = w.sum(axis=-1)
+    assert (w >= 0).all(), f"softmax gave negative weights (min {w.min():.3g}); exp is never negative."
+    assert np.allclose(sums, 1.0, atol=1e-12), (
+        f"softmax rows sum to {np.round(sums, 4)} instead of 1: divide exp(x - max) by its sum along `axis` "
+        "(keepdims=True so it broadcasts back onto the slice).")
+    shifted = as_array(call(student.softmax, x + 1000.0), what="softmax(x + 1000)")
+    assert_close(shifted, w, what="softmax(x + 1000)", atol=1e-12, rtol=1e-9,
+                 hint="Softmax is unchanged by adding a constant to every score; large scores must not overflow "
+                      "(subtract the max first).")
+
+
+def test_softmax_neg_inf_gets_zero_weight(student):
+    """softmax gives weight exactly 0 to -inf entries and renormalises the others"""
+    x = rng(5).normal(size=(4, 6)) * 5
+    x[0, [1, 4]] = -np.inf
+    x[2, :5] = -np.inf
+    x[3, ::2] = -np.inf
+    got = call(student.softmax, x)
+    w = assert_shape(got, x.shape, what="softmax with -inf entries")
+    assert not np.isnan(w).any(), f"softmax with -inf entries returned NaN. {_softmax_hint(got, x, -1)}"
+    assert np.all(w[np.isneginf(x)] == 0.0), (
+        "A -inf entry got a non-zero weight: -inf must stay -inf through the max shift and become exp(-inf) = 0.")
+    assert_close(got, ref.softmax(x), what="softmax with -inf entries", **SOFTMAX_TOL, hint=_softmax_hint(got, x, -1))
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_fully_masked_slice_is_zero(student, axis):
+    """a slice that is all -inf gives all-zero weights, not NaN, and leaves the other slices intact"""
+    x = rng(6).normal(size=(4, 4))
+    if axis == -1:
+        x[1, :] = -np.inf
+    else:
+        x[:, 2] = -np.inf
+    x[3, 0] = -np.inf
+    got = call(student.softmax, x, axis=axis)
+    assert_close(got, ref.softmax(x, axis=axis), what=f"softmax(x, axis={axis}) with an all -inf slice",
+                 **SOFTMAX_TOL, hint=_softmax_hint(got, x, axis))
+
+
+# ---------------------------------------------------------------- log_softmax
+
+def _log_softmax_hint(got, x, axis):
+    try:
+        arr = np.asarray(got, dtype=np.float64)
+    except (TypeError, ValueError):
+        return ""
+    other_axes = [a for a in range(-x.ndim, 0) if a != (axis if axis < 0 else axis - x.ndim)]
+    candidates = [(f"log_softmax seems to run over axis {a} instead of axis={axis}.",
+                   (lambda a=a: ref.log_softmax(x, axis=a))) for a in other_axes]
+    candidates.append(("Overflow: log(sum(exp(x))) without subtracting the max first is log(inf). Compute "
+                       "x - max - log(sum(exp(x - max))).",
+                       lambda: x - np.log(np.sum(np.exp(x), axis=axis, keepdims=True))))
+    candidates.append(("It looks like log(softmax(x)): exp of a very negative shifted score underflows to 0 and its "
+                       "log is -inf. Compute x - max - log(sum(exp(x - max))) instead.",
+                       lambda: np.log(ref.softmax(x, axis=axis))))
+    default = "log_softmax(x) = (x - max) - log(sum(exp(x - max))) along `axis`."
+    if arr.shape == x.shape:
+        finite_expected = np.isfinite(ref.log_softmax(x, axis=axis))
+        if np.isneginf(arr[finite_expected]).all() or np.isnan(arr[finite_expected]).all():
+            default = ("Overflow: every entry came out -inf/NaN; subtract the max along `axis` before np.exp.")
+        elif np.isneginf(arr[finite_expected]).any():
+            default = ("Underflow: an entry whose log-probability is finite came out -inf. That happens with "
+                       "log(softmax(x)); compute x - max - log(sum(exp(x - max))) instead.")
+        elif np.isnan(arr).any() or np.isposinf(arr).any():
+            default = ("NaN/inf from overflow: subtract the max along `axis` before np.exp, exactly as in softmax. "
+                       "An all -inf slice stays all -inf.")
+    return diagnose(got, candidates, default)
+
+
+@pytest.mark.parametrize("shape,axis", [((7,), -1), ((4, 5), -1), ((4, 5), 0), ((2, 3, 4), 1)])
+def test_log_softmax_values(student, shape, axis):
+    """log_softmax matches the reference on random scores along the given axis"""
+    x = rng(20 + len(shape)).normal(size=shape) * 3
+    got = call(student.log_softmax, x, axis=axis)
+    assert_close(got, ref.log_softmax(x, axis=axis), what=f"log_softmax(x {shape}, axis={axis})", **LOG_TOL,
+                 hint=_log_softmax_hint(got, x, axis))
+
+
+def test_log_softmax_large_inputs_no_overflow(student):
+    """log_softmax of scores around +-1e4 is finite and exact (no overflow)"""
+    x = rng(21).normal(size=(5, 7)) * 1e4
+    got = call(student.log_softmax, x)
+    assert_close(got, ref.log_softmax(x), what="log_softmax of scores of magnitude 1e4", **LOG_TOL,
+                 hint=_log_softmax_hint(got, x, -1))
+
+
+def test_log_softmax_tiny_probabilities_do_not_underflow(student):
+    """log_softmax([0, -800, -1e4]) is about [0, -800, -1e4], not -inf (no log of an underflowed 0)"""
+    x = np.array([[0.0, -800.0, -1e4], [5.0, 5.0 - 750.0, 3.0]])
+    got = call(student.log_softmax, x)
+    assert_close(got, ref.log_softmax(x), what="log_softmax([[0, -800, -1e4], [5, -745, 3]])", **LOG_TOL,
+                 hint=_log_softmax_hint(got, x, -1))
+
+
+def test_log_softmax_neg_inf_stays_neg_inf(student):
+    """log_softmax keeps -inf entries at -inf (an all -inf slice stays all -inf) and the rest finite"""
+    x = rng(22).normal(size=(3, 5))
+    x[0, [0, 3]] = -np.inf
+    x[2, :] = -np.inf
+    got = call(student.log_softmax, x)
+    arr = assert_shape(got, x.shape, what="log_softmax with -inf entries")
+    assert not np.isnan(arr).any(), (
+        "log_softmax with -inf entries returned NaN. With an all -inf slice the max is -inf and x - max is NaN: "
+        "shift such a slice by 0, and keep every -inf entry at -inf (log of a zero weight).")
+    assert_close(got, ref.log_softmax(x), what="log_softmax with -inf entries", **LOG_TOL,
+                 hint=_log_softmax_hint(got, x, -1))
+
+
+def test_log_softmax_agrees_with_softmax(student):
+    """exp(log_softmax(x)) equals softmax(x) for the student's own two functions"""
+    x = rng(23).normal(size=(4, 6)) * 4
+    w = as_array(call(student.softmax, x, axis=0), what="softmax(x, axis=0)")
+    lw = as_array(call(student.log_softmax, x, axis=0), what="log_softmax(x, axis=0)")
+    assert_close(np.exp(lw), w, what="exp(log_softmax(x, axis=0)) compared with softmax(x, axis=0)",
+                 atol=1e-12, rtol=1e-9, hint="Both must normalise along the same `axis`.")

@@ -1,0 +1,235 @@
+"""Hidden suite of stage 4 - embeddings and sinusoidal positional encoding (slides 20-29).
+
+Expected values come from the reference solution, imported here in the trusted
+process; the student's module runs in the worker behind `student`.
+
+Tolerances:
+- one_hot and embed: atol 1e-12, rtol 0. A row lookup copies numbers exactly, and
+  one_hot(ids) @ E only adds exact zeros, so every correct method is exact.
+- the sinusoidal table (and X + PE): atol = rtol = 1e-10, as the contract says.
+  Any exact float64 construction (10000 ** (2i/d), exp(-2i ln(10000)/d),
+  per-column loops) agrees to ~1e-12 even at position 2047, while a table
+  computed in float32 is off by 1e-7 (small positions) to 1e-4 (position 2047).
+"""
+import numpy as np
+import pytest
+
+from grader.errors import StudentError
+from grader.testing import as_array, assert_close, assert_shape, raises_student, reference
+
+ref = reference("a04_positional")
+EXACT = dict(atol=1e-12, rtol=0.0)
+PE_TOL = dict(atol=1e-10, rtol=1e-10)
+
+
+def rng(seed):
+    return np.random.default_rng(4000 + seed)
+
+
+def _matches(actual, candidate, atol=1e-7):
+    try:
+        a, c = np.asarray(actual, dtype=np.float64), np.asarray(candidate, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return a.shape == c.shape and bool(np.allclose(a, c, atol=atol, rtol=1e-6, equal_nan=True))
+
+
+def diagnose(actual, candidates, default=""):
+    """The hint of the first known mistake whose output equals the student's, else `default`."""
+    for text, make in candidates:
+        try:
+            with np.errstate(all="ignore"):
+                candidate = make()
+        except Exception:  # a candidate that cannot be formed on this input is simply not the mistake
+            continue
+        if _matches(actual, candidate):
+            return text
+    return default
+
+
+# ---------------------------------------------------------------- known wrong tables
+
+def _angles(max_len, d_model, exponent, start=0, base=10000.0):
+    p = np.arange(start, start + max_len, dtype=np.float64)[:, None]
+    return p / np.power(base, exponent / d_model)
+
+
+def _interleave(max_len, d_model, exponent, start=0, base=10000.0, swap=False):
+    a = _angles(max_len, d_model, exponent, start, base)
+    even = np.arange(d_model) % 2 == 0
+    if swap:
+        even = ~even
+    return np.where(even, np.sin(a), np.cos(a))
+
+
+def _concatenated(max_len, d_model):
+    two_i = np.arange(0, d_model, 2)
+    a = np.arange(max_len, dtype=np.float64)[:, None] / np.power(10000.0, two_i / d_model)
+    return np.concatenate([np.sin(a), np.cos(a)], axis=1)[:, :d_model]
+
+
+def _float32_table(max_len, d_model):
+    j = np.arange(d_model)
+    p = np.arange(max_len, dtype=np.float32)[:, None]
+    a = (p / np.power(np.float32(10000.0), ((j - j % 2) / d_model).astype(np.float32))).astype(np.float32)
+    return np.where(j % 2 == 0, np.sin(a), np.cos(a))
+
+
+def pe_hint(got, max_len, d_model):
+    j = np.arange(d_model)
+    two_i = (j - j % 2).astype(np.float64)
+    arr = None
+    try:
+        arr = np.asarray(got)
+    except (TypeError, ValueError):
+        pass
+    if arr is not None and arr.dtype == np.float32:
+        return ("The table is float32: compute it in float64 (np.arange(..., dtype=np.float64)); float32 rounding is "
+                "~1e-7 and grows with the position, far beyond the 1e-10 tolerance.")
+    candidates = [
+        ("sin and cos look concatenated (all sines, then all cosines); they must be interleaved: sin in even "
+         "columns 2i, cos in odd columns 2i+1 (slide 22).", lambda: _concatenated(max_len, d_model)),
+        ("The exponent looks like j / d_model with the column index j; columns 2i and 2i+1 share the exponent "
+         "2i / d_model (use j - j % 2, not j).", lambda: _interleave(max_len, d_model, j.astype(np.float64))),
+        ("The exponent looks like i / d_model; it is 2i / d_model (slide 22).",
+         lambda: _interleave(max_len, d_model, (j // 2).astype(np.float64))),
+        ("sin and cos look swapped: even columns are sin, odd columns cos.",
+         lambda: _interleave(max_len, d_model, two_i, swap=True)),
+        ("Positions seem to start at 1; they start at 0, so the first row is [0, 1, 0, 1, ...].",
+         lambda: _interleave(max_len, d_model, two_i, start=1)),
+        ("The base looks like 1000; the paper uses 10000.", lambda: _interleave(max_len, d_model, two_i, base=1000.0)),
+    ]
+    default = "PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(p / 10000^(2i/d_model)) (slide 22)."
+    if arr is not None and arr.shape == (max_len, d_model):
+        if _matches(arr, _float32_table(max_len, d_model), atol=1e-4):
+            default = ("The values are right to ~1e-6 but not to 1e-10: the table seems computed in float32. "
+                       "Use float64 throughout.")
+    elif arr is not None and arr.shape == (d_model, max_len):
+        return "The table looks transposed: rows are positions (max_len, d_model)."
+    return diagnose(got, candidates, default)
+
+
+# ---------------------------------------------------------------- one_hot and embed (slide 20)
+
+@pytest.mark.parametrize("n,vocab", [(1, 1), (6, 10), (12, 5)])
+def test_one_hot_values(student, n, vocab):
+    """one_hot puts a single 1 at column ids[k] of row k"""
+    ids = rng(n).integers(0, vocab, size=n)
+    got = student.one_hot(ids, vocab)
+    assert_close(got, ref.one_hot(ids, vocab), what=f"one_hot(ids ({n},), vocab_size={vocab})", **EXACT,
+                 hint=diagnose(got, [("The result looks transposed: one row per token, (n, vocab_size).",
+                                      lambda: ref.one_hot(ids, vocab).T)],
+                               "Row k is all zeros except a 1 at column ids[k] (slide 20)."))
+
+
+@pytest.mark.parametrize("ids,vocab", [([0, 4], 4), ([-1, 2], 4), ([7], 3)])
+def test_one_hot_rejects_out_of_range(student, ids, vocab):
+    """one_hot raises ValueError for ids outside [0, vocab_size), including -1 (no wrap-around)"""
+    with raises_student(ValueError, what=f"one_hot(ids={ids}, vocab_size={vocab}) with an out-of-range id"):
+        student.one_hot(np.array(ids), vocab)
+
+
+def test_embed_is_row_lookup(student):
+    """embed returns row ids[k] of E for every token, the same as one_hot(ids) @ E (slide 20)"""
+    g = rng(20)
+    E = g.normal(size=(11, 6))
+    ids = np.array([3, 0, 10, 3, 7])
+    got = student.embed(ids, E)
+    shape = np.shape(as_array(got, what="embed(ids, E)"))
+    if shape != (5, 6):
+        raise AssertionError(
+            f"embed(ids (5,), E (11, 6)) has shape {shape}, expected (5, 6): one row of length d = 6 per token. "
+            + ("A length of 11 = vocab_size suggests columns of E (or a one-hot row) instead of the row E[ids[k]]."
+               if 11 in shape else "Token k's vector is the row E[ids[k]] (slide 20)."))
+    assert_close(got, ref.embed(ids, E), what="embed(ids [3, 0, 10, 3, 7], E (11, 6))", **EXACT,
+                 hint=diagnose(got, [("The result looks like columns of E: token k's vector is the row E[ids[k]].",
+                                      lambda: E[:, ids[ids < E.shape[1]]].T)],
+                               "embed(ids, E)[k] = E[ids[k]]: selecting a row is multiplying its one-hot vector by E."))
+
+
+@pytest.mark.parametrize("ids", [[1, 11], [-1, 0]])
+def test_embed_rejects_out_of_range(student, ids):
+    """embed raises ValueError for ids outside [0, vocab_size), like one_hot(ids) @ E would"""
+    with raises_student(ValueError, what=f"embed(ids={ids}, E (11, 4)) with an out-of-range id"):
+        student.embed(np.array(ids), np.ones((11, 4)))
+
+
+# ---------------------------------------------------------------- sinusoidal_positional_encoding (slides 22-25)
+
+@pytest.mark.parametrize("max_len,d_model", [(1, 1), (4, 4), (10, 7), (50, 16), (128, 33)])
+def test_pe_values(student, max_len, d_model):
+    """the table matches sin/cos of p / 10000^(2i/d_model), interleaved, for even and odd d_model"""
+    got = student.sinusoidal_positional_encoding(max_len, d_model)
+    assert_close(got, ref.sinusoidal_positional_encoding(max_len, d_model),
+                 what=f"sinusoidal_positional_encoding({max_len}, {d_model})", **PE_TOL,
+                 hint=pe_hint(got, max_len, d_model))
+
+
+def test_pe_first_rows(student):
+    """position 0 is [0, 1, 0, 1, ...] and column 0 is sin(p) (slides 23-25)"""
+    got = student.sinusoidal_positional_encoding(3, 6)
+    pe = assert_shape(got, (3, 6), what="sinusoidal_positional_encoding(3, 6)")
+    hint = pe_hint(got, 3, 6)
+    assert_close(pe[0], [0, 1, 0, 1, 0, 1], what="row 0 (position 0) of the table", **PE_TOL, hint=hint)
+    assert_close(pe[:, 0], np.sin([0.0, 1.0, 2.0]), what="column 0 of the table", **PE_TOL, hint=hint)
+    assert_close(pe[:, 1], np.cos([0.0, 1.0, 2.0]), what="column 1 of the table", **PE_TOL, hint=hint)
+
+
+def test_pe_float64_precision(student):
+    """the table is exact to 1e-10 up to position 2047: computed in float64, not float32"""
+    got = student.sinusoidal_positional_encoding(2048, 64)
+    assert_close(got, ref.sinusoidal_positional_encoding(2048, 64), what="sinusoidal_positional_encoding(2048, 64)",
+                 **PE_TOL, hint=pe_hint(got, 2048, 64))
+
+
+# ---------------------------------------------------------------- add_positional_encoding (slides 26-29)
+
+@pytest.mark.parametrize("shape", [(5, 8), (3, 10, 6), (2, 2, 4, 7)])
+def test_add_pe_values(student, shape):
+    """add_positional_encoding adds PE[:n] to every sequence, keeping leading (batch) dimensions"""
+    X = rng(len(shape)).normal(size=shape)
+    try:
+        got = student.add_positional_encoding(X)
+    except StudentError as exc:
+        if len(shape) == 2 or exc.kind != "error":
+            raise
+        try:
+            student.add_positional_encoding(X.reshape(-1, *shape[-2:])[0])
+        except StudentError:
+            raise exc from None
+        raise AssertionError(
+            f"add_positional_encoding raised {exc.type_name}: {exc.message} for X {shape}, but works on one (n, d) "
+            "sequence: with leading (batch) dimensions, n and d are the last two axes (X.shape[-2:]) and the (n, d) "
+            "table broadcasts over the rest.") from None
+    n, d = shape[-2:]
+    expected = ref.add_positional_encoding(X)
+    hint = diagnose(got, [
+        ("The table seems built from the wrong axes of X: n and d are the last two (X.shape[-2:]); leading "
+         "dimensions such as the batch are kept.",
+         lambda: X + ref.sinusoidal_positional_encoding(*shape[:2])[..., None]),
+        ("Only the position table came back: add it to X (element-wise, slide 26).",
+         lambda: np.broadcast_to(ref.sinusoidal_positional_encoding(n, d), shape)),
+    ], "")
+    if not hint:
+        base = f"X + PE[:n] with PE = sinusoidal_positional_encoding(n={n}, d={d}), broadcast over leading dimensions."
+        arr = np.asarray(got, dtype=np.float64) if np.shape(got) == shape else None
+        added = (arr - X).reshape(-1, n, d)[0] if arr is not None else None
+        hint = base if added is None else f"{base} The table you added: {pe_hint(added, n, d)}"
+    assert_close(got, expected, what=f"add_positional_encoding(X {shape})", **PE_TOL, hint=hint)
+
+
+def test_add_pe_distinguishes_word_order(student):
+    """after adding positions, "Squatch eats pizza" and "Pizza eats Squatch" give different inputs (slide 27)"""
+    E = rng(30).normal(size=(3, 4))          # toy embeddings: 0 = Squatch, 1 = eats, 2 = pizza
+    a = as_array(student.add_positional_encoding(E[[0, 1, 2]]), what="add_positional_encoding(Squatch eats pizza)")
+    b = as_array(student.add_positional_encoding(E[[2, 1, 0]]), what="add_positional_encoding(Pizza eats Squatch)")
+    assert_close(a, ref.add_positional_encoding(E[[0, 1, 2]]), what="add_positional_encoding(Squatch eats pizza)",
+                 **PE_TOL)
+    assert not np.allclose(a[[2, 1, 0]], b), (
+        "Reordering the words only reordered the rows: the position vectors were not added per position.")
+
+
+def test_add_pe_rejects_1d(student):
+    """add_positional_encoding raises ValueError for a 1-D input (it needs (..., n, d))"""
+    with raises_student(ValueError, what="add_positional_encoding(X (5,))"):
+        student.add_positional_encoding(np.ones(5))
