@@ -33,6 +33,10 @@ def pytest_addoption(parser):
                     help="run each suite's tests in reverse (proves no test depends on the order)")
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: end-to-end training (left out only by the mutant catalogue's fast grading)")
+
+
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--reverse-order"):
         items.reverse()

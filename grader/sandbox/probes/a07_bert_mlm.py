@@ -129,28 +129,29 @@ def loss_and_grad(mod, logits, labels):
 
 
 def mask_draws(mod, input_ids, seeds, kwargs, global_seed=None):
-    """mask_tokens once per seed, each with its own torch.Generator().manual_seed(seed).
+    """mask_tokens once per seed, each on a fresh copy of input_ids and with its own
+    torch.Generator().manual_seed(seed) (so an in-place mistake does not spoil the statistics).
 
     With `global_seed` given, one extra call with generator=None after torch.manual_seed(global_seed).
-    returns {"inputs": (S, B, n), "labels": (S, B, n), "input_unchanged": bool,
-             "aliases_input": bool (an output shares memory with input_ids), "global": [inputs, labels] or None}
+    returns {"inputs": (S, B, n), "labels": (S, B, n), "input_unchanged": bool (no call changed its
+             argument), "aliases_input": bool (an output shares memory with the argument),
+             "global": [inputs, labels] or None}
     """
-    original = input_ids.clone()
-    inputs, labels, aliases = [], [], False
+    inputs, labels, unchanged, aliases = [], [], True, False
     for seed in seeds:
-        g = torch.Generator().manual_seed(int(seed))
-        out = mod.mask_tokens(input_ids, generator=g, **kwargs)
+        given = input_ids.clone()
+        out = mod.mask_tokens(given, generator=torch.Generator().manual_seed(int(seed)), **kwargs)
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             return {"bad_return": type(out).__name__}
         a, b = out
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
             return {"bad_return": f"({type(a).__name__}, {type(b).__name__})"}
-        aliases = aliases or a.data_ptr() == input_ids.data_ptr() or b.data_ptr() == input_ids.data_ptr()
+        unchanged = unchanged and torch.equal(given, input_ids)
+        aliases = aliases or a.data_ptr() == given.data_ptr() or b.data_ptr() == given.data_ptr()
         inputs.append(a.detach().clone())
         labels.append(b.detach().clone())
     report = {"inputs": torch.stack(inputs), "labels": torch.stack(labels),
-              "input_unchanged": bool(torch.equal(input_ids, original)), "aliases_input": bool(aliases),
-              "global": None}
+              "input_unchanged": bool(unchanged), "aliases_input": bool(aliases), "global": None}
     if global_seed is not None:
         torch.manual_seed(int(global_seed))
         a, b = mod.mask_tokens(input_ids.clone(), generator=None, **kwargs)

@@ -1,0 +1,745 @@
+"""Hidden suite of stage 7 (a07_bert_mlm): BERT and masked language modelling, slides 55-67.
+
+Everything here runs in the trusted process. Weights are generated here (or
+read from the pretrained all-MiniLM-L6-v2 checkpoint), sent to the student's
+modules as a state_dict through grader/sandbox/probes/a07_bert_mlm.py, and the
+expected values come from the reference solution run here on the same weights
+and inputs. While this stage is graded, the student's `a05_encoder` is replaced
+by the stage-5 stand-in, so stage-5 mistakes are not charged twice.
+
+Tolerances: float32 computations of size ~1 done in a different but
+equivalent order agree to ~1e-6; we allow 1e-5 on random small models. With
+the pretrained MiniLM weights the reference matches Hugging Face's BertModel
+to ~3e-6 and we allow 1e-4 (the contract's figure); tanh GELU misses by ~3e-3,
+LayerNorm eps 1e-5 by ~1e-3. Embedding tables are drawn with std 0.02 (BERT's
+initialisation), small enough that LayerNorm's eps matters.
+
+mask_tokens is checked statistically over many seeded generators, each
+assertion at five standard deviations; nothing depends on the order of the
+random draws inside the function.
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from grader import paths, pretrained
+from grader.testing import as_array, assert_close, assert_shape, raises_student, reference
+
+STAGE = "a07_bert_mlm"
+ATOL = RTOL = 1e-5
+PRETRAINED_ATOL = 1e-4
+SMALL = dict(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
+             max_position_embeddings=16, type_vocab_size=2, dropout=0.0)
+EMB = dict(vocab_size=50, hidden_size=32, max_position_embeddings=16, type_vocab_size=2, dropout=0.0)
+CONTRACT_NAMES = (
+    "BertEmbeddings: word_embeddings, position_embeddings, token_type_embeddings, norm; "
+    "BertModel: embeddings, layers (nn.ModuleList of stage-5 EncoderLayer); "
+    "BertForMaskedLM: bert, mlm_head (dense, norm, decoder, bias)")
+
+
+def R():
+    return reference(STAGE)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _make(kind, init, seed):
+    """A reference module with reproducible, non-trivial weights (eval mode) and its state_dict."""
+    torch.manual_seed(seed)
+    model = getattr(R(), kind)(**init)
+    gen = torch.Generator().manual_seed(1000 + seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "embeddings" in name:
+                p.copy_(0.02 * torch.randn(p.shape, generator=gen))
+            elif "norm" in name and name.endswith("weight"):
+                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+    model.eval()
+    return model, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _variant(kind, init, state, **changes):
+    """The reference with the same weights but a mistake: zeroed tables or other constructor arguments."""
+    zero = changes.pop("zero", ())
+    model = getattr(R(), kind)(**{**init, **changes})
+    state = {k: (torch.zeros_like(v) if any(z in k for z in zero) else v) for k, v in state.items()}
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def _ids(B, n, seed, low=5, high=50):
+    return torch.randint(low, high, (B, n), generator=torch.Generator().manual_seed(seed))
+
+
+def _padded(B, n, seed, high=50):
+    """(ids, attention_mask): row 0 full, later rows right-padded with id 0, the last row left-padded."""
+    ids = _ids(B, n, seed, high=high)
+    mask = torch.ones(B, n, dtype=torch.long)
+    for b in range(1, B):
+        mask[b, n - 1 - (b * 2) % (n - 2):] = 0
+    mask[-1] = mask[-1].flip(0)
+    ids[mask == 0] = 0
+    return ids, mask
+
+
+def _check_load(reply, kind):
+    if reply.get("load_error"):
+        raise AssertionError(
+            f"the contract's weights could not be loaded into your {kind}: {reply['load_error']} "
+            f"(names of the contract: {CONTRACT_NAMES})")
+    if reply.get("missing") or reply.get("unexpected"):
+        raise AssertionError(
+            f"your {kind} does not have the contract's parameters: missing {reply['missing'][:6]}, "
+            f"unexpected {reply['unexpected'][:6]} (names of the contract: {CONTRACT_NAMES})")
+
+
+def _tensor(value, what):
+    if isinstance(value, dict) and "not_a_tensor" in value:
+        raise AssertionError(f"{what} returned a {value['not_a_tensor']}, not a tensor")
+    return as_array(value, what)
+
+
+def _run(student, kind, init, state, calls, *, train=False, seed=0):
+    reply = student.probe("run", kind=kind, init=init, state_dict=state, calls=calls, train=train, seed=seed)
+    _check_load(reply, kind)
+    return reply["results"]
+
+
+def _mlm_pair(out, what):
+    if not (isinstance(out, list) and len(out) == 2):
+        raise AssertionError(f"{what} must return the pair (loss or None, logits), got {type(out).__name__}")
+    return out
+
+
+def _np(value):
+    return np.asarray(value.detach().numpy() if isinstance(value, torch.Tensor) else value, dtype=np.float64)
+
+
+def _diagnose(actual, expected, candidates, default=""):
+    """The hint of the first wrong variant that explains the student's values, else `default`.
+
+    A variant explains them when it is at least five times closer to them than the expected value is,
+    so a mistake is named only when the evidence points at it."""
+    a, e = _np(actual), _np(expected)
+    if a.shape != e.shape or not np.all(np.isfinite(a)):
+        return default
+    miss = np.abs(a - e).max(initial=0.0)
+    for hint, make in candidates:
+        try:
+            c = _np(make())
+        except Exception:  # noqa: BLE001 - a variant that cannot be formed here is simply not the mistake
+            continue
+        if c.shape == a.shape and np.abs(a - c).max(initial=0.0) <= 0.2 * miss:
+            return hint
+    return default
+
+
+class tanh_gelu:
+    """Inside this block every F.gelu of the reference is the tanh approximation (to name the mistake)."""
+
+    def __enter__(self):
+        self.exact = torch.nn.functional.gelu
+        exact = self.exact
+        torch.nn.functional.gelu = lambda x, approximate="none": exact(x, approximate="tanh")
+
+    def __exit__(self, *exc):
+        torch.nn.functional.gelu = self.exact
+
+
+def _forward(model, *args, **kwargs):
+    with torch.no_grad():
+        return model(*args, **kwargs)
+
+
+HINT_POSITION = ("Position embeddings seem missing: add position_embeddings(arange(n)) to every row "
+                 "(BERT learns one vector per position, slides 21-26, 65).")
+HINT_TYPES = ("token_type_ids seem ignored: add token_type_embeddings(token_type_ids), with zeros when "
+              "token_type_ids is None (sentence A = 0, sentence B = 1).")
+HINT_EPS = ("Your LayerNorm seems to use eps=1e-5 (PyTorch's default); BERT uses layer_norm_eps=1e-12: pass "
+            "it to every nn.LayerNorm and to every EncoderLayer.")
+HINT_NO_NORM = "The LayerNorm seems skipped: BERT normalises the sum of the three embeddings, then applies dropout."
+HINT_TANH = ('Your GELU seems to be the tanh approximation; BERT uses the exact erf form: F.gelu(x) / nn.GELU() '
+             'without approximate="tanh".')
+HINT_MASK_IGNORED = ("attention_mask seems ignored: convert it to the stage-5 mask (B, 1, 1, n), True at real "
+                     "tokens, and pass it to every layer so no token attends to padding.")
+
+
+# ----------------------------------------------------------------------------- BertEmbeddings
+
+def test_embeddings_structure(student):
+    """BertEmbeddings has the contract's tables, LayerNorm eps 1e-12 and padding_idx"""
+    s = student.probe("structure", kind="BertEmbeddings", init=EMB)
+    want = {"word_embeddings.weight": [50, 32], "position_embeddings.weight": [16, 32],
+            "token_type_embeddings.weight": [2, 32], "norm.weight": [32], "norm.bias": [32]}
+    for name, shape in want.items():
+        if s["params"].get(name) != shape:
+            raise AssertionError(
+                f"BertEmbeddings(vocab_size=50, hidden_size=32, max_position_embeddings=16) should have a "
+                f"parameter {name} of shape {tuple(shape)}, got {s['params'].get(name)} "
+                f"(its parameters: {sorted(s['params'])[:8]}). Names of the contract: {CONTRACT_NAMES}")
+    if s["eps"].get("norm") != pytest.approx(1e-12):
+        raise AssertionError(f"BertEmbeddings.norm has eps={s['eps'].get('norm')}; the default layer_norm_eps "
+                             "is 1e-12 as in BERT. " + HINT_EPS)
+    if s["attrs"].get("padding_idx") != 0:
+        raise AssertionError(f"word_embeddings.padding_idx is {s['attrs'].get('padding_idx')}, expected the pad "
+                             "id 0 (nn.Embedding(vocab_size, hidden_size, padding_idx=pad_id))")
+
+
+@pytest.mark.parametrize("types", ["none", "mixed"])
+def test_embeddings_forward(student, types):
+    """BertEmbeddings sums word, position and token-type embeddings, then LayerNorm"""
+    _, state = _make("BertEmbeddings", EMB, seed=1)
+    ids = _ids(3, 9, seed=2)
+    kwargs = {}
+    if types == "mixed":
+        kwargs["token_type_ids"] = (torch.arange(9) >= 4).long().expand(3, 9).clone()
+    (out,) = _run(student, "BertEmbeddings", EMB, state, [{"args": [ids], "kwargs": kwargs}])
+    what = f"BertEmbeddings(input_ids (3, 9), token_type_ids={'None' if types == 'none' else '(3, 9)'})"
+    out = _tensor(out, what)
+    assert_shape(out, (3, 9, 32), what=what)
+    expected = _forward(_variant("BertEmbeddings", EMB, state), ids, **kwargs)
+    hint = _diagnose(out, expected, [
+        (HINT_POSITION, lambda: _forward(_variant("BertEmbeddings", EMB, state, zero=("position",)), ids, **kwargs)),
+        (HINT_TYPES, lambda: _forward(_variant("BertEmbeddings", EMB, state, zero=("token_type",)), ids, **kwargs)),
+        (HINT_EPS, lambda: _forward(_variant("BertEmbeddings", EMB, state, layer_norm_eps=1e-5), ids, **kwargs)),
+    ], default="Sum the three embeddings, then norm, then dropout (slides 20, 26, 65).")
+    assert_close(out, expected, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+
+
+# ----------------------------------------------------------------------------- BertModel
+
+def test_model_structure(student):
+    """BertModel stacks stage-5 EncoderLayers with LayerNorm eps 1e-12 everywhere"""
+    s = student.probe("structure", kind="BertModel", init=SMALL)
+    attrs = s["attrs"]
+    if attrs.get("hidden_size") != 32:
+        raise AssertionError(f"BertModel(hidden_size=32).hidden_size is {attrs.get('hidden_size')!r}; keep the "
+                             "attribute hidden_size (stage 8 reads it)")
+    if attrs.get("layers_type") != "ModuleList" or attrs.get("n_layers") != 2:
+        raise AssertionError("BertModel(num_layers=2).layers must be an nn.ModuleList of 2 EncoderLayer, got "
+                             f"{attrs.get('layers_type')} of {attrs.get('n_layers')}")
+    kinds = {name: kind for name, kind in s["modules"].items() if name in ("layers.0", "layers.1")}
+    if set(kinds.values()) != {"EncoderLayer"}:
+        raise AssertionError(f"the layers are {kinds}; build them with stage 5's EncoderLayer "
+                             "(from a05_encoder import EncoderLayer)")
+    for name in ("layers.0.self_attn.w_q.weight", "layers.1.ffn.linear1.weight", "embeddings.word_embeddings.weight"):
+        if name not in s["params"]:
+            raise AssertionError(f"BertModel has no parameter {name}; names of the contract: {CONTRACT_NAMES}")
+    if s["params"]["layers.1.ffn.linear1.weight"] != [64, 32]:
+        raise AssertionError(f"layers.1.ffn.linear1.weight has shape {s['params']['layers.1.ffn.linear1.weight']}, "
+                             "expected (intermediate_size, hidden_size) = (64, 32)")
+    wrong = {name: eps for name, eps in s["eps"].items() if eps != pytest.approx(1e-12)}
+    if wrong:
+        raise AssertionError(f"these LayerNorms of BertModel(layer_norm_eps=1e-12) have another eps: {wrong}. "
+                             + HINT_EPS)
+    if attrs.get("pad_id") != 0 or attrs.get("padding_idx") != 0:
+        raise AssertionError(f"BertModel(pad_id=0): pad_id is {attrs.get('pad_id')!r} and the word embedding's "
+                             f"padding_idx {attrs.get('padding_idx')!r}; both should be 0")
+
+
+def test_model_forward_without_mask(student):
+    """BertModel gives one contextual vector per token (slide 65)"""
+    _, state = _make("BertModel", SMALL, seed=3)
+    ids = _ids(2, 11, seed=4)
+    (out,) = _run(student, "BertModel", SMALL, state, [{"args": [ids]}])
+    what = "BertModel(input_ids (2, 11)) with attention_mask=None"
+    out = _tensor(out, what)
+    assert_shape(out, (2, 11, 32), what=what)
+    expected = _forward(_variant("BertModel", SMALL, state), ids)
+    hint = _diagnose(out, expected, [
+        (HINT_POSITION, lambda: _forward(_variant("BertModel", SMALL, state, zero=("position",)), ids)),
+        (HINT_TYPES, lambda: _forward(_variant("BertModel", SMALL, state, zero=("token_type",)), ids)),
+        (HINT_EPS, lambda: _forward(_variant("BertModel", SMALL, state, layer_norm_eps=1e-5), ids)),
+    ], default="Embeddings, then every EncoderLayer(..., activation=\"gelu\", layer_norm_eps=layer_norm_eps) in "
+               "turn; attention_mask=None means every token is real.")
+    assert_close(out, expected, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+
+
+@pytest.mark.parametrize("dtype", ["long", "bool"])
+def test_model_padding_mask(student, dtype):
+    """BertModel with an attention_mask: padding never changes the real tokens"""
+    _, state = _make("BertModel", SMALL, seed=5)
+    ids, mask = _padded(4, 12, seed=6)
+    noisy = torch.where(mask.bool(), ids, _ids(4, 12, seed=7))  # other ids at the padded positions
+    m = mask.bool() if dtype == "bool" else mask
+    out, out_noisy = _run(student, "BertModel", SMALL, state,
+                          [{"args": [ids], "kwargs": {"attention_mask": m}},
+                           {"args": [noisy], "kwargs": {"attention_mask": m}}])
+    what = f"BertModel(input_ids (4, 12), attention_mask ({dtype}, 4, 12)) at the real tokens"
+    real = mask.bool().numpy()
+    out, out_noisy = _tensor(out, what), _tensor(out_noisy, what)
+    assert_shape(out, (4, 12, 32), what=what)
+    expected = _forward(_variant("BertModel", SMALL, state), ids, attention_mask=mask)
+    hint = _diagnose(out[real], expected[mask.bool()], [
+        (HINT_MASK_IGNORED, lambda: _forward(_variant("BertModel", SMALL, state), ids)[mask.bool()]),
+        ("attention_mask seems inverted: 1/True marks the real tokens, which may be attended; padding (0/False) "
+         "may not.", lambda: _forward(_variant("BertModel", SMALL, state), ids, attention_mask=1 - mask)[mask.bool()]),
+    ], default="attention_mask (B, n) becomes the stage-5 mask attention_mask.bool()[:, None, None, :].")
+    assert_close(out[real], expected[mask.bool()], what=what, atol=ATOL, rtol=RTOL, hint=hint)
+    assert_close(out_noisy[real], out[real], what=what + " after changing only the padded ids", atol=ATOL, rtol=RTOL,
+                 hint="Real tokens must not look at padding keys. " + HINT_MASK_IGNORED)
+
+
+def test_model_token_type_ids(student):
+    """BertModel adds token-type embeddings for sentence pairs"""
+    _, state = _make("BertModel", SMALL, seed=8)
+    ids = _ids(2, 10, seed=9)
+    types = torch.tensor([[0] * 6 + [1] * 4, [0] * 3 + [1] * 7])
+    (out,) = _run(student, "BertModel", SMALL, state, [{"args": [ids], "kwargs": {"token_type_ids": types}}])
+    what = "BertModel(input_ids (2, 10), token_type_ids=[[0]*6 + [1]*4, [0]*3 + [1]*7])"
+    expected = _forward(_variant("BertModel", SMALL, state), ids, token_type_ids=types)
+    hint = _diagnose(_tensor(out, what), expected, [
+        (HINT_TYPES, lambda: _forward(_variant("BertModel", SMALL, state), ids)),
+        (HINT_TYPES, lambda: _forward(_variant("BertModel", SMALL, state, zero=("token_type",)), ids)),
+    ], default="Pass token_type_ids on to BertEmbeddings.")
+    assert_close(out, expected, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+
+
+def test_model_dropout_only_in_training(student):
+    """BertModel's dropout is active in train mode and off in eval mode"""
+    init = dict(SMALL, dropout=0.3)
+    _, state = _make("BertModel", SMALL, seed=10)
+    ids = _ids(2, 8, seed=11)
+    calls = [{"args": [ids]}, {"args": [ids]}]
+    ev1, ev2 = (_tensor(o, "BertModel in eval mode") for o in _run(student, "BertModel", init, state, calls))
+    tr1, tr2 = (_tensor(o, "BertModel in train mode") for o in _run(student, "BertModel", init, state, calls,
+                                                                     train=True))
+    assert_close(ev1, _forward(_variant("BertModel", SMALL, state), ids), what="BertModel(dropout=0.3) in eval mode",
+                 atol=ATOL, rtol=RTOL, hint="In eval mode dropout must do nothing; use nn.Dropout modules.")
+    assert_close(ev2, ev1, what="two eval-mode forwards", atol=0, rtol=0)
+    if np.allclose(tr1, tr2) or np.allclose(tr1, ev1):
+        raise AssertionError("BertModel(dropout=0.3) gives the same output twice in train mode: dropout is "
+                             "never applied. Pass dropout to BertEmbeddings and to every EncoderLayer.")
+
+
+def test_model_rejects_bad_shapes(student):
+    """BertModel works on (B, n) ids and rejects other shapes with ValueError"""
+    _, state = _make("BertModel", SMALL, seed=12)
+    ids = _ids(2, 5, seed=13)
+    (out,) = _run(student, "BertModel", SMALL, state, [{"args": [ids]}])
+    assert_close(out, _forward(_variant("BertModel", SMALL, state), ids), what="BertModel(input_ids (2, 5))",
+                 atol=ATOL, rtol=RTOL)
+    with raises_student(ValueError, what="BertModel(input_ids of shape (5,)), a 1-D tensor"):
+        _run(student, "BertModel", SMALL, state, [{"args": [ids[0]]}])
+    with raises_student(ValueError, what="BertModel(input_ids (2, 5), attention_mask (2, 4))"):
+        _run(student, "BertModel", SMALL, state, [{"args": [ids], "kwargs": {"attention_mask": torch.ones(2, 4)}}])
+
+
+# ----------------------------------------------------------------------------- pretrained MiniLM
+
+PAIRS = [
+    ("Pizza is great!", None),
+    ("My cellphone's broken, great.", None),
+    ("BERT gives every token its own vector.", "The same word gets different vectors in different sentences."),
+    ("Attention is all you need.", "Hi"),
+]
+
+
+@pytest.fixture(scope="module")
+def minilm_case():
+    """Reference last_hidden_state of the pretrained MiniLM on a padded batch, and the weights to send.
+
+    Only the word-embedding rows of the ids in the batch are sent (ids remapped to 0..K-1, [PAD] stays 0):
+    the result at every position is the same, the message ~45 MB instead of ~90 MB.
+    """
+    config = pretrained.minilm_config()
+    tok = pretrained.minilm_tokenizer()
+    tok.enable_padding(pad_id=config["pad_token_id"], pad_token="[PAD]")
+    enc = tok.encode_batch([a if b is None else (a, b) for a, b in PAIRS])
+    ids = torch.tensor([e.ids for e in enc])
+    mask = torch.tensor([e.attention_mask for e in enc])
+    types = torch.tensor([e.type_ids for e in enc])
+    init = dict(vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
+                num_layers=config["num_hidden_layers"], num_heads=config["num_attention_heads"],
+                intermediate_size=config["intermediate_size"],
+                max_position_embeddings=config["max_position_embeddings"],
+                type_vocab_size=config["type_vocab_size"], dropout=0.0, layer_norm_eps=config["layer_norm_eps"],
+                pad_id=config["pad_token_id"])
+    model = R().load_pretrained_bert(R().BertModel(**init).eval(), pretrained.minilm_dir())
+    expected = _forward(model, ids, attention_mask=mask, token_type_ids=types)
+    used = torch.unique(torch.cat([torch.tensor([config["pad_token_id"]]), ids.flatten()]))  # sorted, pad first
+    remap = torch.zeros(config["vocab_size"], dtype=torch.long)
+    remap[used] = torch.arange(len(used))
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    state["embeddings.word_embeddings.weight"] = state["embeddings.word_embeddings.weight"][used]
+    small_init = dict(init, vocab_size=len(used))
+    return dict(init=small_init, state=state, ids=remap[ids], mask=mask, types=types, expected=expected)
+
+
+def test_pretrained_minilm_matches(student, minilm_case):
+    """BertModel with the pretrained all-MiniLM-L6-v2 weights reproduces BERT to 1e-4"""
+    c = minilm_case
+    reply = student.probe("pretrained", init=c["init"], state_dict=c["state"], input_ids=c["ids"],
+                          attention_mask=c["mask"], token_type_ids=c["types"])
+    _check_load(reply, "BertModel")
+    what = "BertModel loaded with all-MiniLM-L6-v2 (6 layers, 12 heads, hidden 384), last hidden state at real tokens"
+    out = _tensor(reply["hidden"], what)
+    assert_shape(out, tuple(c["expected"].shape), what=what)
+    real = c["mask"].bool()
+    assert_close(out[real.numpy()], c["expected"][real], what=what, atol=PRETRAINED_ATOL, rtol=0,
+                 hint="With real weights small differences add up over 6 layers. The usual causes: " + HINT_TANH
+                      + " Or LayerNorm eps=1e-5 instead of 1e-12; or token_type_ids (1 for the second "
+                      "sentence of a pair) or learned positions left out.")
+
+
+# ----------------------------------------------------------------------------- BertForMaskedLM
+
+def test_mlm_head_structure_and_tying(student):
+    """The MLM head's decoder weight is the word-embedding matrix (tied)"""
+    s = student.probe("structure", kind="BertForMaskedLM", init=SMALL)
+    attrs = s["attrs"]
+    for name, shape in {"mlm_head.dense.weight": [32, 32], "mlm_head.norm.weight": [32], "mlm_head.bias": [50],
+                        "bert.embeddings.word_embeddings.weight": [50, 32]}.items():
+        if s["params"].get(name) != shape:
+            raise AssertionError(f"BertForMaskedLM(vocab_size=50, hidden_size=32) should have {name} of shape "
+                                 f"{tuple(shape)}, got {s['params'].get(name)}. Names of the contract: {CONTRACT_NAMES}")
+    if not attrs.get("tied"):
+        raise AssertionError(
+            "mlm_head.decoder.weight is not the same tensor as bert.embeddings.word_embeddings.weight: the decoder "
+            "must be tied to the word embeddings (self.mlm_head.decoder.weight = "
+            "self.bert.embeddings.word_embeddings.weight), so the (V, H) matrix is learned once.")
+    if s["eps"].get("mlm_head.norm") != pytest.approx(1e-12):
+        raise AssertionError(f"mlm_head.norm has eps={s['eps'].get('mlm_head.norm')}. " + HINT_EPS)
+
+
+def test_mlm_forward(student):
+    """BertForMaskedLM returns (loss, logits (B, n, V)); loss only when labels are given"""
+    _, state = _make("BertForMaskedLM", SMALL, seed=14)
+    ids, mask = _padded(3, 10, seed=15)
+    labels = torch.full_like(ids, -100)
+    labels[0, 2], labels[1, 4], labels[2, 1], labels[0, 7] = 7, 11, 13, 42
+    with_labels, without = _run(student, "BertForMaskedLM", SMALL, state,
+                                [{"args": [ids], "kwargs": {"attention_mask": mask, "labels": labels}},
+                                 {"args": [ids], "kwargs": {"attention_mask": mask}}])
+    what = "BertForMaskedLM(input_ids (3, 10), attention_mask, labels)"
+    loss, logits = _mlm_pair(with_labels, what)
+    ref_model = _variant("BertForMaskedLM", SMALL, state)
+    ref_loss, ref_logits = _forward(ref_model, ids, attention_mask=mask, labels=labels)
+    logits = _tensor(logits, what + " logits")
+    assert_shape(logits, (3, 10, 50), what=what + " logits")
+    real = mask.bool()
+    hidden = _forward(ref_model.bert, ids, attention_mask=mask)
+    with tanh_gelu():  # the stage-5 layers are a stand-in here, so a tanh GELU can only be in the head
+        tanh_logits = _forward(ref_model.mlm_head, hidden)[real]
+    hint = _diagnose(logits[real.numpy()], ref_logits[real], [
+        (HINT_TANH, lambda: tanh_logits),
+        (HINT_EPS, lambda: _forward(_variant("BertForMaskedLM", SMALL, state, layer_norm_eps=1e-5), ids,
+                                    attention_mask=mask)[1][real]),
+    ], default="logits = decoder(norm(gelu(dense(hidden)))) + bias, for every token (slides 51, 58).")
+    assert_close(logits[real.numpy()], ref_logits[real], what=what + " logits at real tokens", atol=ATOL, rtol=RTOL,
+                 hint=hint)
+    assert_close(_tensor(loss, what + " loss"), ref_loss, what=what + " loss", atol=ATOL, rtol=RTOL,
+                 hint="The loss is mlm_loss(logits, labels): the mean over the 4 labelled positions only.")
+    loss2, logits2 = _mlm_pair(without, "BertForMaskedLM(input_ids, attention_mask) without labels")
+    if loss2 is not None:
+        raise AssertionError("BertForMaskedLM without labels should return (None, logits), the loss was not None")
+    assert_close(_tensor(logits2, "logits without labels")[real.numpy()], ref_logits[real],
+                 what="logits without labels", atol=ATOL, rtol=RTOL)
+
+
+def test_mlm_gradient_reaches_tied_embeddings(student):
+    """The MLM loss trains the shared embedding matrix through both of its uses"""
+    _, state = _make("BertForMaskedLM", SMALL, seed=16)
+    ids, mask = _padded(2, 9, seed=17)
+    labels = torch.full_like(ids, -100)
+    labels[0, 1], labels[0, 5], labels[1, 3] = 9, 21, 33
+    reply = student.probe("mlm_gradients", init=SMALL, state_dict=state, input_ids=ids, attention_mask=mask,
+                          labels=labels)
+    _check_load(reply, "BertForMaskedLM")
+    name = "bert.embeddings.word_embeddings.weight"
+    got = reply["grads"].get(name)
+    if got is None:
+        raise AssertionError(f"after loss.backward(), {name} has no gradient; is the loss a tensor computed from "
+                             "the model's logits (no .item(), no torch.no_grad)?")
+    expected, untied = (_embedding_grad(state, ids, mask, labels, tie) for tie in (True, False))
+    hint = _diagnose(got, expected, [
+        ("With tied weights this matrix gets gradient from the input embedding AND from the output decoder; yours "
+         "gets only the first. Tie mlm_head.decoder.weight to it (the same Parameter, not a copy).", lambda: untied),
+    ], default="If the logits and the loss are right, the gradient follows; check that nothing is detached.")
+    assert_close(got, expected, what=f"the gradient of {name}", atol=ATOL, rtol=1e-4, hint=hint)
+
+
+def _embedding_grad(state, ids, mask, labels, tied):
+    """The reference's gradient of the word embeddings; untied: with a separate copy as the decoder."""
+    model = _variant("BertForMaskedLM", SMALL, state)
+    if not tied:
+        model.mlm_head.decoder.weight = torch.nn.Parameter(model.mlm_head.decoder.weight.detach().clone())
+    loss, _ = model(ids, attention_mask=mask, labels=labels)
+    loss.backward()
+    return model.bert.embeddings.word_embeddings.weight.grad
+
+
+# ----------------------------------------------------------------------------- mlm_loss
+
+def _loss_case(seed, frac=0.3):
+    gen = torch.Generator().manual_seed(seed)
+    logits = 2 * torch.randn(3, 7, 11, generator=gen)
+    labels = torch.randint(0, 11, (3, 7), generator=gen)
+    labels[torch.rand(3, 7, generator=gen) > frac] = -100
+    labels[0, 0] = 4
+    return logits, labels
+
+
+def test_mlm_loss_values(student):
+    """mlm_loss is the mean cross-entropy over labelled positions only"""
+    logits, labels = _loss_case(18)
+    reply = student.probe("loss_and_grad", logits=logits, labels=labels)
+    what = "mlm_loss(logits (3, 7, 11), labels with -100 at unlabelled positions)"
+    got = _tensor(reply["loss"], what)
+    x = logits.clone().requires_grad_(True)
+    expected = R().mlm_loss(x, labels)
+    expected.backward()
+    keep = labels != -100
+    per_token = torch.nn.functional.cross_entropy(logits.reshape(-1, 11), labels.reshape(-1).clamp(min=0),
+                                                  reduction="none").reshape(3, 7)
+    hint = _diagnose(got, expected, [
+        ("Your loss seems averaged over every position; -100 positions must not count, divide by the number of "
+         "labelled positions.", lambda: per_token[keep].sum() / labels.numel()),
+        ("Your loss seems summed; BERT's loss is the mean over labelled positions.",
+         lambda: per_token[keep].sum()),
+        ("Your loss seems to include the -100 positions; skip them (ignore_index=-100 or a boolean mask).",
+         lambda: per_token.mean()),
+    ], default="Cross-entropy of the logits against the labels, only where label != -100, averaged (slide 58).")
+    assert_close(got, expected.detach(), what=what, atol=1e-6, rtol=1e-5, hint=hint)
+    if reply["grad"] is None:
+        raise AssertionError(f"{what} is not differentiable with respect to the logits; keep it a tensor in the graph")
+    assert_close(reply["grad"], x.grad, what=f"the gradient of {what}", atol=1e-6, rtol=1e-5,
+                 hint="Unlabelled positions must get zero gradient.")
+    changed = logits.clone()
+    changed[~keep] = 50 * torch.randn(int((~keep).sum()), 11, generator=torch.Generator().manual_seed(27))
+    again = _tensor(student.mlm_loss(changed, labels), what)
+    assert_close(again, got, what="mlm_loss after changing the logits only at -100 positions", atol=1e-6, rtol=1e-5,
+                 hint="Positions labelled -100 must not affect the loss.")
+
+
+def test_mlm_loss_without_labels_is_zero(student):
+    """mlm_loss is 0.0, not NaN, when no position is labelled"""
+    logits, labels = _loss_case(19)
+    labels[:] = -100
+    reply = student.probe("loss_and_grad", logits=logits, labels=labels)
+    got = _tensor(reply["loss"], "mlm_loss with every label -100")
+    if np.isnan(got).any():
+        raise AssertionError("mlm_loss with every label -100 is NaN (0 / 0): a batch may have no masked token; "
+                             "return 0.0 then, e.g. divide by max(number of labelled positions, 1).")
+    assert_close(got, 0.0, what="mlm_loss with every label -100", atol=1e-7)
+    if reply["grad"] is not None:
+        assert_close(reply["grad"], torch.zeros_like(logits), what="its gradient", atol=1e-7,
+                     hint="No labelled position: every gradient is zero, not NaN.")
+
+
+def test_mlm_loss_rejects_mismatched_shapes(student):
+    """mlm_loss works on matching shapes and rejects mismatched ones with ValueError"""
+    logits, labels = _loss_case(20)
+    assert_close(student.mlm_loss(logits, labels), R().mlm_loss(logits, labels), what="mlm_loss(logits, labels)",
+                 atol=1e-6, rtol=1e-5)
+    with raises_student(ValueError, what="mlm_loss(logits (3, 7, 11), labels (3, 6))"):
+        student.mlm_loss(logits, labels[:, :6])
+
+
+# ----------------------------------------------------------------------------- mask_tokens
+
+MASK_ID, VOCAB, SPECIALS = 4, 60, [0, 1, 2, 3, 4, 17]
+
+
+def _mask_input(seed=21, B=64, n=32):
+    """Ids 10..29 (17 is special too), [CLS] first, [SEP] last, padding at the end of some rows."""
+    ids = torch.randint(10, 30, (B, n), generator=torch.Generator().manual_seed(seed))
+    ids[:, 0] = 2
+    lengths = torch.randint(n // 2, n + 1, (B,), generator=torch.Generator().manual_seed(seed + 1))
+    pos = torch.arange(n)
+    ids[pos >= lengths[:, None]] = 0
+    ids[torch.arange(B), lengths - 1] = 3
+    return ids
+
+
+def _draws(student, ids, seeds, p=0.15, **extra):
+    kwargs = dict(mask_id=MASK_ID, vocab_size=VOCAB, special_ids=SPECIALS, mlm_probability=p)
+    r = student.probe("mask_draws", input_ids=ids, seeds=list(seeds), kwargs=kwargs, **extra)
+    if "bad_return" in r:
+        raise AssertionError(f"mask_tokens should return the pair (inputs, labels) of tensors, got {r['bad_return']}")
+    S = len(seeds)
+    inputs = as_array(r["inputs"], "mask_tokens inputs")
+    labels = as_array(r["labels"], "mask_tokens labels")
+    assert_shape(inputs, (S, *ids.shape), what=f"{S} stacked mask_tokens inputs")
+    assert_shape(labels, (S, *ids.shape), what=f"{S} stacked mask_tokens labels")
+    return r, inputs.astype(np.int64), labels.astype(np.int64)
+
+
+def _within(observed, p, count, what, hint):
+    sd = math.sqrt(p * (1 - p) / count)
+    if abs(observed - p) > 5 * sd:
+        raise AssertionError(f"{what} is {observed:.4f} over {count} cases, expected {p:.4f} ± {5 * sd:.4f}. {hint}")
+
+
+@pytest.mark.parametrize("p", [0.15, 0.4])
+def test_mask_tokens_statistics(student, p):
+    """mask_tokens picks each ordinary token with probability p; 80 % [MASK], 10 % random, 10 % kept"""
+    ids = _mask_input()
+    _, inputs, labels = _draws(student, ids, range(40), p=p)
+    orig = np.broadcast_to(ids.numpy(), inputs.shape)
+    ordinary = ~np.isin(orig, SPECIALS)
+    picked = labels != -100
+    _within(picked[ordinary].mean(), p, int(ordinary.sum()), "the fraction of ordinary (non-special) tokens picked",
+            f"Each non-special token is picked independently with probability mlm_probability={p}; labels are -100 "
+            "at every position not picked.")
+    n = int(picked.sum())
+    became_mask = (inputs == MASK_ID) & picked
+    kept = (inputs == orig) & picked
+    p_mask, p_keep = 0.8 + 0.1 / VOCAB, 0.1 + 0.1 / VOCAB  # a random id may also be [MASK] or the original
+    _within(became_mask.sum() / n, p_mask, n, "the fraction of picked tokens replaced by [MASK]",
+            "80 % of the picked tokens become mask_id, 10 % a random id, 10 % stay (BERT's 80/10/10 rule).")
+    _within(kept.sum() / n, p_keep, n, "the fraction of picked tokens left unchanged",
+            "10 % of the picked tokens stay as they are (their label is still the original id).")
+
+
+def test_mask_tokens_labels_and_specials(student):
+    """mask_tokens never picks special tokens; labels hold the original ids, -100 elsewhere"""
+    ids = _mask_input(seed=22)
+    _, inputs, labels = _draws(student, ids, range(10), p=0.5)
+    orig = np.broadcast_to(ids.numpy(), inputs.shape)
+    special = np.isin(orig, SPECIALS)
+    picked = labels != -100
+    if picked[special].any():
+        k = np.argwhere(picked & special)[0]
+        raise AssertionError(
+            f"mask_tokens picked a special token (id {orig[tuple(k)]} at row {k[1]}, position {k[2]}); special_ids "
+            f"{SPECIALS} ([PAD], [CLS], [SEP], ...) are never picked: their label stays -100 and they are not changed.")
+    if (inputs[special] != orig[special]).any():
+        raise AssertionError("mask_tokens changed a special token; [CLS], [SEP] and [PAD] must stay as they are.")
+    if (labels[picked] != orig[picked]).any():
+        raise AssertionError("at picked positions the label must be the ORIGINAL id (before [MASK] or a random id "
+                             "replaced it); take labels from input_ids, not from the corrupted inputs.")
+    if (inputs[~picked] != orig[~picked]).any():
+        raise AssertionError("mask_tokens changed a token that was not picked (its label is -100); only picked "
+                             "tokens are replaced.")
+    if not picked.any():
+        raise AssertionError("mask_tokens with mlm_probability=0.5 picked nothing in 10 draws of (64, 32) ids")
+
+
+def test_mask_tokens_random_ids_are_uniform(student):
+    """mask_tokens draws its random replacement ids uniformly from [0, vocab_size)"""
+    ids = _mask_input(seed=23)
+    _, inputs, labels = _draws(student, ids, range(100, 160), p=0.5)
+    orig = np.broadcast_to(ids.numpy(), inputs.shape)
+    replaced = (labels != -100) & (inputs != MASK_ID) & (inputs != orig)
+    drawn = inputs[replaced]
+    if drawn.size < 500:
+        raise AssertionError(f"only {drawn.size} random replacements in 60 draws at mlm_probability=0.5; about "
+                             "10 % of the picked tokens should get a random id")
+    if drawn.min() < 0 or drawn.max() >= VOCAB:
+        raise AssertionError(f"a random id {int(drawn.min() if drawn.min() < 0 else drawn.max())} is outside "
+                             f"[0, vocab_size={VOCAB})")
+    # each replacement is uniform over the VOCAB - 2 ids other than its original and mask_id
+    counts = np.bincount(drawn, minlength=VOCAB).astype(float)
+    originals = orig[replaced]
+    expected = np.full(VOCAB, len(drawn) / (VOCAB - 2))
+    expected -= np.bincount(originals, minlength=VOCAB) / (VOCAB - 2)
+    expected[MASK_ID] = 0.0
+    keep = expected > 0
+    chi2 = float((((counts - expected) ** 2)[keep] / expected[keep]).sum())
+    df = int(keep.sum()) - 1
+    limit = df * (1 - 2 / (9 * df) + 4.75 * math.sqrt(2 / (9 * df))) ** 3  # p ≈ 1e-6 (Wilson-Hilferty)
+    outside = (counts[:10].sum() + counts[30:].sum()) / len(drawn)
+    if chi2 > limit:
+        raise AssertionError(
+            f"the random replacement ids are not uniform over [0, vocab_size={VOCAB}): chi-square {chi2:.0f} with "
+            f"{df} degrees of freedom (limit {limit:.0f}); {outside:.0%} of them lie outside the ids of the batch "
+            f"(10..29), expected {(VOCAB - 21) / (VOCAB - 2):.0%}. Draw them with torch.randint(vocab_size, ...), "
+            "not from the batch's own ids or range.")
+
+
+def test_mask_tokens_does_not_modify_input(student):
+    """mask_tokens returns new tensors and leaves input_ids unchanged"""
+    ids = _mask_input(seed=24)
+    r, _, labels = _draws(student, ids, [5], p=0.5)
+    if not r["input_unchanged"] or r["aliases_input"]:
+        raise AssertionError("mask_tokens modified input_ids in place (or returned it): work on a copy, "
+                             "inputs = input_ids.clone(); the caller still needs the original ids.")
+    if not (labels != -100).any():
+        raise AssertionError("mask_tokens with mlm_probability=0.5 picked no token")
+
+
+def test_mask_tokens_uses_the_generator(student):
+    """mask_tokens draws all its randomness from the generator it is given"""
+    ids = _mask_input(seed=25)
+    r, inputs, labels = _draws(student, ids, [7, 7, 8], global_seed=3)
+    glob = r["global"]
+    if not (isinstance(glob, list) and len(glob) == 2):
+        raise AssertionError("mask_tokens(..., generator=None) should return (inputs, labels) drawn from torch's "
+                             "global generator")
+    for value, name in zip(glob, ("inputs", "labels")):
+        assert_shape(value, tuple(ids.shape), what=f"mask_tokens(..., generator=None) {name}")
+    if not (np.array_equal(inputs[0], inputs[1]) and np.array_equal(labels[0], labels[1])):
+        raise AssertionError("two calls with torch.Generator().manual_seed(7) gave different results: pass "
+                             "generator=generator to every torch.rand/bernoulli/randint call.")
+    if np.array_equal(labels[0], labels[2]):
+        raise AssertionError("seeds 7 and 8 gave the same picks: the generator seems unused.")
+
+
+# ----------------------------------------------------------------------------- learning
+
+TRAIN_INIT = dict(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, max_position_embeddings=32,
+                  dropout=0.0)
+TRAIN_STEPS, TRAIN_BATCH, TRAIN_LR = 120, 32, 3e-3
+MIN_ACCURACY = 0.3  # the reference reaches ~0.46; predicting the most frequent word ("the") gives ~0.12
+
+
+@pytest.fixture(scope="module")
+def mlm_task():
+    from tokenizers import Tokenizer
+    data = paths.ASSIGNMENTS / STAGE / "data"
+    tok = Tokenizer.from_file(str(data / "tokenizer.json"))
+    vocab = tok.get_vocab_size()
+    specials = [tok.token_to_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+
+    def encode(name, k):
+        enc = tok.encode_batch((data / name).read_text(encoding="utf-8").splitlines()[:k])
+        return torch.tensor([e.ids for e in enc]), torch.tensor([e.attention_mask for e in enc])
+
+    train_ids, train_mask = encode("mlm_train.txt", 4000)
+    valid_ids, valid_mask = encode("mlm_valid.txt", 500)
+    g = torch.Generator().manual_seed(5)
+    kwargs = dict(mask_id=tok.token_to_id("[MASK]"), vocab_size=vocab, special_ids=specials, generator=g)
+    batches = []
+    for _ in range(TRAIN_STEPS):
+        idx = torch.randint(len(train_ids), (TRAIN_BATCH,), generator=g)
+        n = int(train_mask[idx].sum(1).max())
+        inputs, labels = R().mask_tokens(train_ids[idx, :n], **kwargs)
+        batches.append({"input_ids": inputs, "attention_mask": train_mask[idx, :n], "labels": labels})
+    inputs, labels = R().mask_tokens(valid_ids, **kwargs)
+    torch.manual_seed(26)  # PyTorch's default initialisation, as a student's own training would start
+    model = R().BertForMaskedLM(**TRAIN_INIT, vocab_size=vocab)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    counts = torch.bincount(train_ids[~torch.isin(train_ids, torch.tensor(specials))], minlength=vocab)
+    return dict(init=dict(TRAIN_INIT, vocab_size=vocab), state=state, batches=batches,
+                eval_batch={"input_ids": inputs, "attention_mask": valid_mask, "labels": labels},
+                most_frequent=int(counts.argmax()))
+
+
+@pytest.mark.slow
+def test_mlm_learns_the_corpus(student, mlm_task):
+    """A small BertForMaskedLM trained for 120 steps recovers masked words of unseen sentences"""
+    t = mlm_task
+    reply = student.probe("train_mlm", init=t["init"], state_dict=t["state"], batches=t["batches"],
+                          eval_batch=t["eval_batch"], lr=TRAIN_LR)
+    _check_load(reply, "BertForMaskedLM")
+    losses = reply["losses"]
+    if not all(math.isfinite(x) for x in losses):
+        raise AssertionError("the training loss became NaN or inf; check mlm_loss and the attention mask")
+    labels = t["eval_batch"]["labels"].numpy()
+    picked = labels != -100
+    pred = as_array(reply["eval_pred"], "the predictions")
+    accuracy = float((pred[picked] == labels[picked]).mean())
+    baseline = float((labels[picked] == t["most_frequent"]).mean())
+    first, last = np.mean(losses[:10]), np.mean(losses[-10:])
+    if accuracy < MIN_ACCURACY:
+        raise AssertionError(
+            f"after {TRAIN_STEPS} AdamW steps (lr {TRAIN_LR}) on the stage's corpus, the model predicts "
+            f"{accuracy:.0%} of the masked words of held-out sentences, expected at least {MIN_ACCURACY:.0%} "
+            f"(always guessing the most frequent word gives {baseline:.0%}); the mean loss went from {first:.2f} "
+            f"to {last:.2f}. Check that the loss uses the labels, that the head is tied and that gradients flow "
+            "(no .detach() or torch.no_grad in forward).")
