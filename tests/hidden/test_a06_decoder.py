@@ -1,0 +1,803 @@
+"""Hidden suite of stage 6 (a06_decoder): the Transformer decoder and a tiny translator, slides 41-54.
+
+Everything here runs in the trusted process. Weights are generated here (the
+reference modules' parameters, with non-trivial LayerNorm weights and biases),
+sent to the student's modules through the probes of
+grader/sandbox/probes/a06_decoder.py, and the expected values come from the
+reference solution run here on the same weights and inputs. The `pe` buffers
+are never sent: the student's own positional table is used.
+
+While this stage is graded, the student's a05_encoder is replaced by a stand-in
+built from torch's own modules, so a stage-5 mistake is not charged twice.
+
+Tolerances: float32 values of size ~1 computed by equivalent but differently
+ordered operations (the stand-in's fused attention vs the reference's explicit
+softmax, an additive vs a filled mask) agree to ~1e-6 per layer; we allow 1e-5
+(absolute and relative) for one layer and 2e-5 for stacks of layers and logits.
+Every catalogued mistake changes the results by 1e-2 or more. Greedy decoding
+is compared token by token on models whose top-two logits differ by more than
+1e-3 at every step (checked here), so rounding never flips an argmax. The
+training test compares the outcome (held-out exact match), not the trajectory.
+"""
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from grader import paths
+from grader.errors import StudentError
+from grader.testing import as_array, assert_close, assert_shape, reference
+
+STAGE = "a06_decoder"
+ATOL = RTOL = 1e-5          # one layer
+ATOL_STACK = RTOL_STACK = 2e-5   # stacks of layers, logits
+BOS, EOS = 1, 2
+DATA = paths.ASSIGNMENTS / STAGE / "data" / "toy_translation.tsv"
+
+# the training test: a tiny model, a few seconds of CPU
+TRAIN_INIT = dict(d_model=32, n_heads=2, d_ff=64, n_layers=2, max_len=32, dropout=0.0, pad_id=0)
+TRAIN_STEPS, TRAIN_BATCH, TRAIN_LR, TRAIN_THRESHOLD = 300, 64, 3e-3, 0.90
+
+
+def R():
+    return reference(STAGE)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _make(kind, init, seed, scale_generator=1.0):
+    """A reference module with reproducible, non-trivial weights, and its parameters (no buffers)."""
+    torch.manual_seed(seed)
+    model = getattr(R(), kind)(**init)
+    gen = torch.Generator().manual_seed(1000 + seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("bias"):
+                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
+            if name.startswith("generator."):
+                p.mul_(scale_generator)
+    model.eval()
+    state = {name: p.detach().clone() for name, p in model.named_parameters()}
+    return model, state
+
+
+def _randn(*shape, seed):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+CONTRACT_NAMES = (
+    "DecoderLayer: self_attn, cross_attn (stage-5 MultiHeadAttention), ffn (PositionwiseFeedForward), "
+    "norm1, norm2, norm3 (nn.LayerNorm), dropout; Decoder: embedding (nn.Embedding, padding_idx=pad_id), "
+    "buffer pe, dropout, layers (nn.ModuleList of DecoderLayer); Seq2SeqTransformer: encoder (stage-5 Encoder), "
+    "decoder, generator (nn.Linear(d_model, tgt_vocab_size))"
+)
+
+
+def _check_load(reply, kind):
+    if reply.get("load_error"):
+        raise AssertionError(
+            f"the test's weights could not be loaded into your {kind}: {reply['load_error'][:400]} "
+            f"(names and shapes of the contract: {CONTRACT_NAMES})")
+    if reply.get("missing") or reply.get("unexpected"):
+        raise AssertionError(
+            f"your {kind} does not have the contract's parameters: missing {reply['missing'][:6]}, "
+            f"unexpected {reply['unexpected'][:6]} (contract: {CONTRACT_NAMES})")
+
+
+def _tensor(value, what):
+    if isinstance(value, dict) and "not_a_tensor" in value:
+        raise AssertionError(f"{what} returned a {value['not_a_tensor']}, not a tensor")
+    return as_array(value, what)
+
+
+def _run(student, kind, init, state, calls, *, train=False):
+    reply = student.probe("run", kind=kind, init=init, state_dict=state, calls=calls, train=train)
+    _check_load(reply, kind)
+    return reply["results"]
+
+
+def _close_to_any(actual, candidates, atol=1e-4):
+    """Name of the first wrong variant the student's values reproduce, or None."""
+    a = np.asarray(actual, dtype=np.float64)
+    for name, value in candidates.items():
+        v = np.asarray(value.detach().numpy() if isinstance(value, torch.Tensor) else value, dtype=np.float64)
+        if v.shape == a.shape and np.all(np.isfinite(a)) and np.allclose(a, v, atol=atol, rtol=1e-3):
+            return name
+    return None
+
+
+def _causal(m):
+    return torch.tril(torch.ones(m, m, dtype=torch.bool))
+
+
+# ----------------------------------------------------------------------------- causal_mask, shift_right
+
+def test_causal_mask(student):
+    """causal_mask(n): (n, n) bool, True on and below the diagonal"""
+    for n in (4, 7, 1):
+        got = as_array(student.causal_mask(n), f"causal_mask({n})")
+        assert_shape(got, (n, n), f"causal_mask({n})")
+        if got.dtype != np.bool_:
+            raise AssertionError(f"causal_mask({n}) returned {got.dtype} values; return a boolean tensor "
+                                 "(True = may attend), e.g. torch.tril(torch.ones(n, n, dtype=torch.bool))")
+        want = _causal(n).numpy()
+        if n > 1:
+            if np.array_equal(got, np.tril(np.ones((n, n), bool), k=-1)):
+                raise AssertionError(
+                    f"causal_mask({n}) is False on the diagonal: a position must see itself (j <= i), otherwise "
+                    "the first position has no key at all. Use torch.tril (diagonal included), not k=-1 (slide 44).")
+            if np.array_equal(got, want.T) or np.array_equal(got, np.triu(np.ones((n, n), bool), k=1)):
+                raise AssertionError(
+                    f"causal_mask({n}) is upper-triangular: row i (the query) must allow the keys j <= i, the past, "
+                    "and block j > i, the future (slide 44); True = may attend.")
+            if np.array_equal(got, ~want):
+                raise AssertionError(f"causal_mask({n}) is inverted: True means may attend (course convention), "
+                                     "so the diagonal and everything below it must be True.")
+        assert_close(got.astype(np.int64), want.astype(np.int64), what=f"causal_mask({n})", atol=0, rtol=0,
+                     hint="mask[i, j] = True iff j <= i (slide 44).")
+
+
+def test_shift_right(student):
+    """shift_right: BOS first, the last token dropped, input untouched"""
+    tgt = torch.tensor([[5, 6, 7, 2, 0], [8, 2, 0, 0, 0], [3, 4, 5, 6, 2]])
+    original = tgt.clone()
+    for bos in (1, 9):
+        got = as_array(student.shift_right(tgt, bos), f"shift_right(tgt (3, 5), bos_id={bos})")
+        want = R().shift_right(original, bos).numpy()
+        assert_shape(got, want.shape, f"shift_right(tgt (3, 5), bos_id={bos})")
+        if np.array_equal(got[:, :-1], original.numpy()[:, 1:]):
+            raise AssertionError("shift_right moved the tokens to the LEFT (dropped the first token); the decoder "
+                                 "input is BOS followed by tgt[:, :-1]: out[:, 1:] = tgt[:, :-1] (slide 52).")
+        if got.shape == want.shape and np.array_equal(got[:, 1:], want[:, 1:]) and not np.all(got[:, 0] == bos):
+            raise AssertionError(f"shift_right(tgt, bos_id={bos}) does not put bos_id in the first column "
+                                 f"(got {got[:, 0].tolist()}); use the argument, not a constant.")
+        assert_close(got, want, what=f"shift_right(tgt, bos_id={bos})", atol=0, rtol=0,
+                     hint="out[:, 0] = bos_id and out[:, 1:] = tgt[:, :-1]: position i reads the correct tokens "
+                          "before it and is trained to predict tgt[:, i] (teacher forcing, slide 52).")
+        if got.dtype.kind not in "iu":
+            raise AssertionError(f"shift_right returned {got.dtype} values; keep the integer dtype of the ids.")
+    reply = student.probe("shift_right_in_place", tgt=original.clone(), bos_id=1)
+    if not torch.equal(reply["tgt_after"], original):
+        raise AssertionError("shift_right modified its input tensor in place; build a new tensor "
+                             "(tgt.new_full(...), torch.cat, ...) and leave tgt unchanged.")
+
+
+# ----------------------------------------------------------------------------- structure
+
+def test_submodules_and_parameter_shapes(student):
+    """submodule names, parameter names and shapes, pad_id and the pe buffer follow the contract"""
+    cases = [
+        ("DecoderLayer", {"d_model": 12, "n_heads": 3, "d_ff": 20}),
+        ("Decoder", {"vocab_size": 17, "d_model": 12, "n_heads": 3, "d_ff": 20, "n_layers": 2, "max_len": 30,
+                     "pad_id": 2}),
+        ("Seq2SeqTransformer", {"src_vocab_size": 13, "tgt_vocab_size": 17, "d_model": 12, "n_heads": 3,
+                                "d_ff": 20, "n_layers": 2, "max_len": 30, "pad_id": 2}),
+    ]
+    for kind, init in cases:
+        torch.manual_seed(0)
+        want = {n: list(p.shape) for n, p in getattr(R(), kind)(**init).named_parameters()}
+        got = student.probe("structure", kind=kind, init=init)
+        params = got["params"]
+        missing, extra = sorted(set(want) - set(params)), sorted(set(params) - set(want))
+        if missing or extra:
+            raise AssertionError(
+                f"{kind}({', '.join(f'{k}={v}' for k, v in init.items())}) has parameters that differ from the "
+                f"contract: missing {missing[:6]}, unexpected {extra[:6]}. Contract: {CONTRACT_NAMES}")
+        for name, shape in want.items():
+            if params[name] != shape:
+                raise AssertionError(f"{kind}: parameter {name} has shape {tuple(params[name])}, the contract's is "
+                                     f"{tuple(shape)}")
+        modules = got["modules"]
+        if kind == "DecoderLayer":
+            for sub, typ in [("self_attn", "MultiHeadAttention"), ("cross_attn", "MultiHeadAttention"),
+                             ("ffn", "PositionwiseFeedForward"), ("norm1", "LayerNorm"), ("norm2", "LayerNorm"),
+                             ("norm3", "LayerNorm")]:
+                if modules.get(sub) != typ:
+                    raise AssertionError(f"DecoderLayer.{sub} should be a {typ} (stage 5), found {modules.get(sub)}")
+        if kind == "Decoder":
+            if got["attrs"].get("pad_id") != 2 or got["attrs"].get("embedding_padding_idx") != 2:
+                raise AssertionError(
+                    f"Decoder(pad_id=2): pad_id is {got['attrs'].get('pad_id')!r} and embedding.padding_idx is "
+                    f"{got['attrs'].get('embedding_padding_idx')!r}; both must be 2 (nn.Embedding(..., padding_idx=pad_id))")
+            if "pe" not in got["buffers"] or got["buffers"]["pe"]["shape"] != [30, 12] \
+                    or got["buffers"]["pe"]["dtype"] != "float32":
+                raise AssertionError(
+                    f"Decoder(max_len=30, d_model=12) should register the buffer pe of shape (30, 12), float32 "
+                    f"(self.register_buffer('pe', table)); found {got['buffers'].get('pe')}")
+            exact = _exact_pe(30, 12)
+            # 1e-5: a table computed in float32 arithmetic is within ~3e-6 here; only a wrong formula fails
+            assert_close(as_array(got["pe"]), exact, what="Decoder.pe", atol=1e-5, rtol=0,
+                         hint="PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(same angle), interleaved, "
+                              "as in stage 4 (slide 22).")
+            if modules.get("layers") != "ModuleList" or modules.get("layers.1") != "DecoderLayer":
+                raise AssertionError("Decoder.layers should be an nn.ModuleList of n_layers DecoderLayer")
+        if kind == "Seq2SeqTransformer":
+            for sub, typ in [("encoder", "Encoder"), ("decoder", "Decoder"), ("generator", "Linear")]:
+                if modules.get(sub) != typ:
+                    raise AssertionError(f"Seq2SeqTransformer.{sub} should be a {typ}, found {modules.get(sub)}")
+            if got["attrs"].get("pad_id") != 2 or got["attrs"].get("decoder.pad_id") != 2:
+                raise AssertionError("Seq2SeqTransformer(pad_id=2) must pass pad_id to the encoder and the decoder "
+                                     f"and keep it as self.pad_id; found pad_id={got['attrs'].get('pad_id')!r}, "
+                                     f"decoder.pad_id={got['attrs'].get('decoder.pad_id')!r}")
+
+
+def _exact_pe(max_len, d_model):
+    p = np.arange(max_len, dtype=np.float64)[:, None]
+    i = np.arange(d_model)[None, :]
+    angle = p / np.power(10000.0, (i - i % 2) / d_model)
+    return np.where(i % 2 == 0, np.sin(angle), np.cos(angle))
+
+
+# ----------------------------------------------------------------------------- DecoderLayer
+
+LAYER_HINTS = {
+    "cross_kv_from_decoder": "Your cross-attention seems to take its keys and values from the decoder (x) instead of "
+                             "the encoder's memory: cross_attn(query=x, key=memory, value=memory, memory_mask) "
+                             "(slide 46).",
+    "pre_ln": "Your layer seems pre-LN (x + sublayer(norm(x))); the contract is post-LN as in the original "
+              "Transformer: x = norm(x + dropout(sublayer(x))) for each of the three sub-layers (slide 50).",
+    "no_cross_residual": "The residual connection around cross-attention seems missing: "
+                         "x = norm2(x + dropout(cross_attn(x, memory, memory, memory_mask))) (slide 50).",
+    "no_self_residual": "The residual connection around masked self-attention seems missing: "
+                        "x = norm1(x + dropout(self_attn(x, x, x, tgt_mask))).",
+    "no_ffn_residual": "The residual connection around the feed-forward network seems missing: "
+                       "x = norm3(x + dropout(ffn(x))).",
+    "tgt_mask_ignored": "Your layer seems to ignore tgt_mask; pass it to self_attn(x, x, x, tgt_mask) (slide 44).",
+    "memory_mask_ignored": "Your layer seems to ignore memory_mask; pass it to cross_attn(x, memory, memory, "
+                           "memory_mask) so that padded source tokens are never attended to.",
+    "masks_swapped": "tgt_mask and memory_mask seem swapped: tgt_mask goes to self-attention, memory_mask to "
+                     "cross-attention.",
+    "cross_before_self": "Your layer seems to run cross-attention before the masked self-attention; the order is "
+                         "self-attention (norm1), cross-attention (norm2), feed-forward (norm3).",
+    "norms_mixed": "The three LayerNorms seem used in another order: norm1 after self-attention, norm2 after "
+                   "cross-attention, norm3 after the feed-forward network.",
+}
+
+
+def _layer_variant(L, x, memory, tgt_mask, memory_mask, variant):
+    sa = lambda y, msk: L.self_attn(y, y, y, msk)  # noqa: E731
+    ca = lambda y, mem, msk: L.cross_attn(y, mem, mem, msk)  # noqa: E731
+    tm = None if variant == "tgt_mask_ignored" else tgt_mask
+    mm = None if variant == "memory_mask_ignored" else memory_mask
+    if variant == "masks_swapped":
+        try:
+            x = L.norm1(x + sa(x, memory_mask))
+            x = L.norm2(x + ca(x, memory, tgt_mask))
+            return L.norm3(x + L.ffn(x))
+        except (ValueError, RuntimeError):
+            return None
+    if variant == "pre_ln":
+        x = x + sa(L.norm1(x), tm)
+        x = x + ca(L.norm2(x), memory, mm)
+        return x + L.ffn(L.norm3(x))
+    if variant == "cross_before_self":
+        x = L.norm1(x + ca(x, memory, mm))
+        x = L.norm2(x + sa(x, tm))
+        return L.norm3(x + L.ffn(x))
+    if variant == "norms_mixed":
+        x = L.norm2(x + sa(x, tm))
+        x = L.norm1(x + ca(x, memory, mm))
+        return L.norm3(x + L.ffn(x))
+    if variant == "cross_kv_from_decoder":
+        x = L.norm1(x + sa(x, tm))
+        x = L.norm2(x + L.cross_attn(x, x, x, None))
+        return L.norm3(x + L.ffn(x))
+    x = L.norm1((0 if variant == "no_self_residual" else x) + sa(x, tm))
+    x = L.norm2((0 if variant == "no_cross_residual" else x) + ca(x, memory, mm))
+    return L.norm3((0 if variant == "no_ffn_residual" else x) + L.ffn(x))
+
+
+LAYER_CASES = ["no_masks", "causal_and_memory_padding", "per_sample_3d_masks"]
+
+
+def _layer_masks(case, B, m, n):
+    if case == "no_masks":
+        return None, None
+    memory_mask = (torch.arange(n)[None, :] < torch.tensor([n, 4, 2])[:, None])[:, None, None, :]   # (B, 1, 1, n)
+    if case == "causal_and_memory_padding":
+        tgt_pad = (torch.arange(m)[None, :] < torch.tensor([m, m, 3])[:, None])[:, None, None, :]
+        return _causal(m) & tgt_pad, memory_mask
+    gen = torch.Generator().manual_seed(7)
+    tgt_mask = (torch.rand(B, m, m, generator=gen) > 0.3) & _causal(m)
+    mem3 = torch.rand(B, m, n, generator=gen) > 0.4
+    mem3[..., 0] = True
+    return tgt_mask, mem3
+
+
+@pytest.mark.parametrize("case", LAYER_CASES)
+def test_decoder_layer_matches_reference(student, case):
+    """DecoderLayer (masked self-attention, cross-attention, FFN; post-LN) matches the reference, m != n"""
+    B, m, n, d, h = 3, 5, 7, 16, 4
+    init = {"d_model": d, "n_heads": h, "d_ff": 40, "layer_norm_eps": 1e-6}
+    ref_model, state = _make("DecoderLayer", init, seed=10)
+    x, memory = _randn(B, m, d, seed=11), _randn(B, n, d, seed=12)
+    tgt_mask, memory_mask = _layer_masks(case, B, m, n)
+    with torch.no_grad():
+        want = ref_model(x, memory, tgt_mask, memory_mask)
+        candidates = {k: _layer_variant(ref_model, x, memory, tgt_mask, memory_mask, k) for k in LAYER_HINTS}
+    candidates = {k: v for k, v in candidates.items() if v is not None}
+    results = _run(student, "DecoderLayer", init, state, [{"args": [x, memory, tgt_mask, memory_mask]}])
+    what = f"DecoderLayer(16, 4, 40) on x (3, 5, 16), memory (3, 7, 16), {case.replace('_', ' ')}"
+    got = _tensor(results[0], what)
+    name = _close_to_any(got, candidates) if got.shape == tuple(want.shape) else None
+    hint = LAYER_HINTS[name] if name else (
+        "x = norm1(x + dropout(self_attn(x, x, x, tgt_mask))); x = norm2(x + dropout(cross_attn(x, memory, memory, "
+        "memory_mask))); x = norm3(x + dropout(ffn(x))); layer_norm_eps must reach the three nn.LayerNorm.")
+    assert_close(got, want, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+
+
+def test_cross_attention_uses_memory(student):
+    """DecoderLayer: the output depends on the memory, but never on masked memory positions"""
+    B, m, n, d, h = 2, 4, 6, 16, 4
+    init = {"d_model": d, "n_heads": h, "d_ff": 32}
+    _, state = _make("DecoderLayer", init, seed=20)
+    x, memory = _randn(B, m, d, seed=21), _randn(B, n, d, seed=22)
+    memory_mask = (torch.arange(n)[None, :] < torch.tensor([6, 3])[:, None])[:, None, None, :]
+    noise = 3 * _randn(B, n, d, seed=23)
+    reply = student.probe("memory_sensitivity", init=init, state_dict=state, x=x, memory=memory,
+                          memory_mask=memory_mask, noise=noise)
+    _check_load(reply, "DecoderLayer")
+    base, moved, masked_moved = (_tensor(o, "DecoderLayer") for o in reply["outs"])
+    if np.abs(moved - base).max() < 1e-3:
+        raise AssertionError("changing the memory (the encoder output) does not change your DecoderLayer's output: "
+                             "cross-attention must take its keys and values from memory, "
+                             "cross_attn(x, memory, memory, memory_mask) (slides 45-46).")
+    assert_close(masked_moved, base, what="DecoderLayer output after changing only masked memory positions",
+                 atol=ATOL, rtol=RTOL,
+                 hint="memory_mask (B, 1, 1, n) hides padded source tokens: pass it to cross_attn so those keys get "
+                      "-inf scores (True = may attend).")
+
+
+# ----------------------------------------------------------------------------- Decoder
+
+DECODER_HINTS = {
+    "no_causal": "With tgt_mask=None your Decoder seems not to apply the causal mask: position i sees the future "
+                 "tokens it must predict (slide 44). Default: causal_mask(m) & padding_mask(tgt_ids, pad_id).",
+    "strict_causal": "Your causal mask seems to exclude the diagonal: position i must see positions j <= i, itself "
+                     "included (torch.tril, not k=-1).",
+    "upper_causal": "Your causal mask seems upper-triangular: position i must see the past (j <= i), not the future.",
+    "no_tgt_padding": "With tgt_mask=None your Decoder seems not to mask the target padding; combine the causal mask "
+                      "with padding_mask(tgt_ids, self.pad_id) (keys only): (m, m) & (B, 1, 1, m).",
+    "padding_on_queries": "Your target padding mask seems applied on the query axis; it hides keys: "
+                          "padding_mask(tgt_ids, pad_id) is (B, 1, 1, m).",
+    "unscaled_embedding": "Your target embeddings seem not multiplied by sqrt(d_model) before adding pe (as in "
+                          "the stage-5 Encoder).",
+    "no_pe": "The positional encoding seems missing in the decoder: x = embedding(tgt_ids) * sqrt(d_model) + pe[:m] "
+             "(slide 43).",
+    "memory_mask_ignored": "Your Decoder seems not to pass memory_mask to its layers.",
+}
+
+
+def _decoder_variant(D, tgt, memory, tgt_mask, memory_mask, variant):
+    m = tgt.shape[1]
+    pad = (tgt != D.pad_id)
+    if tgt_mask is None:
+        causal = {"strict_causal": torch.tril(torch.ones(m, m, dtype=torch.bool), -1),
+                  "upper_causal": torch.triu(torch.ones(m, m, dtype=torch.bool)),
+                  "no_causal": torch.ones(m, m, dtype=torch.bool)}.get(variant, _causal(m))
+        if variant == "no_tgt_padding":
+            tgt_mask = causal
+        elif variant == "padding_on_queries":
+            tgt_mask = causal & pad[:, None, :, None]
+        else:
+            tgt_mask = causal & pad[:, None, None, :]
+    scale = 1.0 if variant == "unscaled_embedding" else math.sqrt(D.embedding.embedding_dim)
+    x = D.embedding(tgt) * scale + (0 if variant == "no_pe" else D.pe[:m])
+    for layer in D.layers:
+        x = layer(x, memory, tgt_mask, None if variant == "memory_mask_ignored" else memory_mask)
+    return x
+
+
+DECODER_INIT = {"vocab_size": 19, "d_model": 16, "n_heads": 4, "d_ff": 32, "n_layers": 2, "max_len": 24, "pad_id": 3}
+
+
+@pytest.mark.parametrize("case", ["default_masks_with_target_padding", "explicit_masks"])
+def test_decoder_matches_reference(student, case):
+    """Decoder (scaled embedding + pe + layers; default causal and target padding masks) matches the reference"""
+    ref_model, state = _make("Decoder", DECODER_INIT, seed=30)
+    tgt = torch.tensor([[1, 7, 8, 9, 2, 3], [1, 10, 2, 3, 3, 3], [1, 4, 5, 6, 11, 12]])   # pad_id = 3
+    memory = _randn(3, 4, 16, seed=31)
+    memory_mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :]
+    tgt_mask = None
+    if case == "explicit_masks":
+        tgt_mask = _causal(6) & torch.tensor([[True, True, False, True, True, True]])   # one blocked key column
+    with torch.no_grad():
+        want = ref_model(tgt, memory, tgt_mask, memory_mask)
+        candidates = {k: _decoder_variant(ref_model, tgt, memory, tgt_mask, memory_mask, k) for k in DECODER_HINTS}
+    results = _run(student, "Decoder", DECODER_INIT, state,
+                   [{"args": [tgt, memory], "kwargs": {"tgt_mask": tgt_mask, "memory_mask": memory_mask}}])
+    what = f"Decoder(vocab 19, d_model 16, 4 heads, 2 layers, pad_id=3) with {case.replace('_', ' ')}"
+    got = _tensor(results[0], what)
+    name = _close_to_any(got, candidates) if got.shape == tuple(want.shape) else None
+    hint = DECODER_HINTS[name] if name else (
+        "x = dropout(embedding(tgt_ids) * sqrt(d_model) + pe[:m]); tgt_mask=None means causal_mask(m) & "
+        "padding_mask(tgt_ids, pad_id); every layer gets (x, memory, tgt_mask, memory_mask).")
+    assert_close(got, want, what=what, atol=ATOL_STACK, rtol=RTOL_STACK, hint=hint)
+
+
+# ----------------------------------------------------------------------------- Seq2SeqTransformer
+
+S2S_INIT = {"src_vocab_size": 15, "tgt_vocab_size": 13, "d_model": 16, "n_heads": 4, "d_ff": 32, "n_layers": 2,
+            "max_len": 24, "dropout": 0.1, "pad_id": 0}
+SRC = torch.tensor([[5, 6, 7, 8, 2, 0, 0], [9, 10, 11, 12, 13, 14, 2], [3, 4, 2, 0, 0, 0, 0]])
+TGT_IN = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 9, 10, 11], [1, 12, 2, 0, 0]])
+
+S2S_HINTS = {
+    "no_memory_mask": "forward seems not to hide the source padding from the cross-attention: decode(tgt_in, memory, "
+                      "padding_mask(src, self.pad_id)).",
+    "softmax_logits": "Your model seems to return probabilities (softmax) instead of logits; the generator's raw "
+                      "scores are the output (F.cross_entropy and argmax both take logits).",
+    "log_softmax_logits": "Your model seems to return log-probabilities instead of logits; return the generator's raw "
+                          "scores.",
+    "no_encoder_mask": "encode seems not to mask the source padding inside the encoder: "
+                       "encoder(src, padding_mask(src, pad_id)).",
+    "no_decoder_masks": "The decoder's causal/target padding mask seems missing inside the model.",
+}
+
+
+def _s2s_variant(M, src, tgt_in, variant):
+    src_mask = (src != M.pad_id)[:, None, None, :]
+    memory = M.encoder(src, torch.ones_like(src_mask) if variant == "no_encoder_mask" else src_mask)
+    m = tgt_in.shape[1]
+    tgt_mask = torch.ones(m, m, dtype=torch.bool) if variant == "no_decoder_masks" else None
+    h = M.decoder(tgt_in, memory, tgt_mask, None if variant == "no_memory_mask" else src_mask)
+    logits = M.generator(h)
+    if variant == "softmax_logits":
+        return torch.softmax(logits, -1)
+    if variant == "log_softmax_logits":
+        return torch.log_softmax(logits, -1)
+    return logits
+
+
+def test_seq2seq_matches_reference(student):
+    """Seq2SeqTransformer forward (masks inside; source and target padding) matches the reference logits"""
+    ref_model, state = _make("Seq2SeqTransformer", S2S_INIT, seed=40)
+    with torch.no_grad():
+        want = ref_model(SRC, TGT_IN)
+        candidates = {k: _s2s_variant(ref_model, SRC, TGT_IN, k) for k in S2S_HINTS}
+    results = _run(student, "Seq2SeqTransformer", S2S_INIT, state, [{"args": [SRC, TGT_IN]}])
+    what = "Seq2SeqTransformer(15, 13, d_model=16, n_layers=2)(src (3, 7), tgt_in (3, 5)) in eval mode"
+    got = _tensor(results[0], what)
+    if got.shape != tuple(want.shape):
+        raise AssertionError(f"{what} has shape {got.shape}, expected the logits (B, m, tgt_vocab_size) = "
+                             f"{tuple(want.shape)}")
+    name = _close_to_any(got, candidates)
+    hint = S2S_HINTS[name] if name else (
+        "forward(src, tgt_in) = generator(decoder(tgt_in, encode(src), memory_mask=padding_mask(src, pad_id))); "
+        "the encoder masks the source padding, the decoder the causal and target padding.")
+    assert_close(got, want, what=what, atol=ATOL_STACK, rtol=RTOL_STACK, hint=hint)
+
+
+def test_encode_and_decode(student):
+    """encode(src) gives the memory; decode(tgt_in, memory, src_mask) the logits (src_mask=None: no memory mask)"""
+    ref_model, state = _make("Seq2SeqTransformer", S2S_INIT, seed=41)
+    src_mask = (SRC != 0)[:, None, None, :]
+    with torch.no_grad():
+        memory = ref_model.encode(SRC)
+        want_masked = ref_model.decode(TGT_IN, memory, src_mask)
+        want_unmasked = ref_model.decode(TGT_IN, memory, None)
+    results = _run(student, "Seq2SeqTransformer", S2S_INIT, state, [
+        {"method": "encode", "args": [SRC]},
+        {"method": "decode", "args": [TGT_IN, memory, src_mask]},
+        {"method": "decode", "args": [TGT_IN, memory], "kwargs": {"src_mask": None}},
+    ])
+    got_memory = _tensor(results[0], "encode(src (3, 7))")
+    assert_close(got_memory, memory, what="encode(src (3, 7)), the memory (B, n, d_model)",
+                 atol=ATOL_STACK, rtol=RTOL_STACK,
+                 hint="encode runs the stage-5 encoder with the source padding mask: encoder(src, "
+                      "padding_mask(src, self.pad_id)).")
+    got = _tensor(results[1], "decode(tgt_in, memory, src_mask)")
+    hint = "decode = generator(decoder(tgt_in, memory, memory_mask=src_mask)); the raw scores, no softmax."
+    if got.shape == tuple(want_masked.shape) and np.allclose(got, want_unmasked.numpy(), atol=1e-4) \
+            and not np.allclose(want_masked.numpy(), want_unmasked.numpy(), atol=1e-4):
+        hint = "decode seems to ignore src_mask: pass it to the decoder as memory_mask."
+    assert_close(got, want_masked, what="decode(tgt_in (3, 5), memory, src_mask (3, 1, 1, 7))",
+                 atol=ATOL_STACK, rtol=RTOL_STACK, hint=hint)
+    assert_close(_tensor(results[2], "decode(tgt_in, memory, src_mask=None)"), want_unmasked,
+                 what="decode(tgt_in, memory, src_mask=None)", atol=ATOL_STACK, rtol=RTOL_STACK,
+                 hint="src_mask=None means the whole memory is visible (no memory mask).")
+
+
+def test_causal_property(student):
+    """changing future target tokens never changes the logits of earlier positions"""
+    _, state = _make("Seq2SeqTransformer", S2S_INIT, seed=42)
+    tgt_in = torch.tensor([[1, 5, 6, 7, 8, 9], [1, 10, 11, 12, 3, 4], [1, 4, 4, 4, 4, 4]])
+    src = SRC
+    gen = torch.Generator().manual_seed(43)
+    calls = [{"args": [src, tgt_in]}]
+    for t in range(1, tgt_in.shape[1]):
+        changed = tgt_in.clone()
+        changed[:, t:] = torch.randint(3, 13, changed[:, t:].shape, generator=gen)
+        calls.append({"args": [src, changed]})
+    results = _run(student, "Seq2SeqTransformer", S2S_INIT, state, calls)
+    base = _tensor(results[0], "forward(src, tgt_in)")
+    for t, res in enumerate(results[1:], start=1):
+        out = _tensor(res, "forward(src, tgt_in with future tokens changed)")
+        assert_close(out[:, :t], base[:, :t], what=f"logits at positions 0..{t - 1} after changing the tokens at "
+                     f"positions {t}.. of tgt_in", atol=ATOL_STACK, rtol=RTOL_STACK,
+                     hint="Earlier positions see the future: the decoder's self-attention needs the causal mask "
+                          "(True on and below the diagonal) applied inside the model (slide 44). Without it "
+                          "training looks perfect (the answer is visible) and generation fails.")
+    if all(np.abs(_tensor(r, "forward")[:, -1] - base[:, -1]).max() < 1e-4 for r in results[1:]):
+        raise AssertionError("changing the target tokens never changes the logits of the last position: the decoder "
+                             "must read tgt_in (self-attention over positions j <= i).")
+
+
+def test_padding_property(student):
+    """extra padding of source or target never changes the logits at real positions"""
+    _, state = _make("Seq2SeqTransformer", S2S_INIT, seed=44)
+    longer_src = torch.cat([SRC, torch.zeros(3, 3, dtype=torch.long)], dim=1)
+    longer_tgt = torch.cat([TGT_IN, torch.zeros(3, 2, dtype=torch.long)], dim=1)
+    results = _run(student, "Seq2SeqTransformer", S2S_INIT, state,
+                   [{"args": [SRC, TGT_IN]}, {"args": [longer_src, TGT_IN]}, {"args": [SRC, longer_tgt]}])
+    base = _tensor(results[0], "forward(src, tgt_in)")
+    assert_close(_tensor(results[1], "forward"), base, what="logits after appending 3 pad tokens to every source",
+                 atol=ATOL_STACK, rtol=RTOL_STACK,
+                 hint="Source padding must be invisible to the encoder AND to the cross-attention: forward passes "
+                      "padding_mask(src, pad_id) to decode as the memory mask.")
+    real = (TGT_IN != 0).numpy()
+    assert_close(_tensor(results[2], "forward")[:, :5][real], base[real],
+                 what="logits at real target positions after appending 2 pad tokens to every target",
+                 atol=ATOL_STACK, rtol=RTOL_STACK,
+                 hint="Target padding must be hidden from the decoder's self-attention: tgt_mask=None means "
+                      "causal_mask(m) & padding_mask(tgt_ids, pad_id).")
+
+
+# ----------------------------------------------------------------------------- greedy_decode
+
+def _scripted_case(student, script, *, pad_id, max_len, train=False, vocab_size=8):
+    src = torch.tensor([[3, 4, 2]] * len(script))
+    reply = student.probe("greedy_scripted", script=torch.tensor(script), vocab_size=vocab_size, pad_id=pad_id,
+                          src=src, bos_id=BOS, eos_id=EOS, max_len=max_len, train=train)
+    from grader.sandbox.probes import a06_decoder as probes   # the same scripted model, run by the reference
+    model = probes._ScriptedModel(script, vocab_size, pad_id)
+    model.train(train)
+    want = R().greedy_decode(model, src, BOS, EOS, max_len)
+    return reply, want
+
+
+def _greedy_call(fn, what):
+    try:
+        return fn()
+    except StudentError as exc:
+        if "model.encode once and model.decode" in exc.message:
+            raise AssertionError(f"{what}: greedy_decode called model(...) / model.forward; at inference encode the "
+                                 "source once with model.encode and call model.decode on the growing prefix at "
+                                 "every step (slides 52-54).") from None
+        raise
+
+
+GREEDY_SCRIPTS = {
+    # per row, the argmax token at steps 1, 2, ... (EOS = 2); pad_id 5 is not 0 on purpose
+    "rows_finish_at_different_steps": ([[3, 4, 2, 6, 6, 6, 6, 6, 6], [2, 7, 7, 7, 7, 7, 7, 7, 7],
+                                        [4, 4, 4, 3, 2, 7, 7, 7, 7]], 5, 10),
+    "max_len_reached_before_eos": ([[3, 4, 6, 7, 3, 4, 2, 6], [3, 2, 6, 6, 6, 6, 6, 6]], 5, 4),
+    "all_rows_stop_at_first_step": ([[2, 3, 3, 3], [2, 4, 4, 4], [2, 6, 6, 6]], 0, 9),
+    "max_len_one_is_bos_only": ([[3, 2, 3], [4, 2, 4]], 5, 1),
+}
+
+
+@pytest.mark.parametrize("case", list(GREEDY_SCRIPTS))
+def test_greedy_decode_stops_at_eos_and_pads(student, case):
+    """greedy_decode: BOS first, argmax each step, stops when every row has EOS or at max_len, pad_id after EOS"""
+    script, pad_id, max_len = GREEDY_SCRIPTS[case]
+    what = f"greedy_decode on a scripted model ({case.replace('_', ' ')}, pad_id={pad_id}, max_len={max_len})"
+    reply, want = _greedy_call(lambda: _scripted_case(student, script, pad_id=pad_id, max_len=max_len), what)
+    got = _tensor(reply["out"], what)
+    want = want.numpy()
+    from grader.sandbox.probes import a06_decoder as probes
+    model = probes._ScriptedModel(script, 8, pad_id)
+    with torch.no_grad():
+        first = _greedy_with(model, None, None, len(script), max_len, position=0).numpy()
+    if got.shape == first.shape and np.array_equal(got, first) and not np.array_equal(first, want):
+        raise AssertionError(f"{what} seems to append the argmax of the FIRST position at every step; the new token "
+                             "is the argmax of the LAST position of decode's logits, logits[:, -1] (slides 52-54).")
+    if got.ndim == 2 and got.shape[1] > want.shape[1] and np.array_equal(got[:, :want.shape[1]], want):
+        raise AssertionError(f"{what} returned {got.shape[1]} columns, expected {want.shape[1]}: stop as soon as "
+                             "every row has produced EOS (slide 53), and never exceed max_len columns (BOS included).")
+    if got.ndim == 2 and got.shape[0] == want.shape[0] and got.shape[1] < want.shape[1] \
+            and np.array_equal(got, want[:, :got.shape[1]]):
+        raise AssertionError(f"{what} stopped after {got.shape[1]} columns, expected {want.shape[1]}: keep decoding "
+                             "until every row has produced EOS (or max_len columns), not just the first one to finish; "
+                             "finished rows get model.pad_id meanwhile (slide 53).")
+    if got.shape == want.shape and got.shape[1] > 1 and not np.all(got[:, 0] == BOS):
+        raise AssertionError(f"{what}: column 0 must be bos_id={BOS}; got {got[:, 0].tolist()}")
+    hint = ("Each step appends the argmax of the last position's logits; after a row's EOS its positions are "
+            "model.pad_id (not EOS, not the argmax, not a constant 0).")
+    if got.shape == want.shape:
+        after_eos = want == pad_id
+        after_eos[:, 0] = False
+        if after_eos.any() and not np.array_equal(got[after_eos], want[after_eos]):
+            hint = (f"After a row has produced EOS, every later position must be model.pad_id (= {pad_id} here), "
+                    f"whatever the model predicts; got {sorted(set(got[after_eos].tolist()))} there.")
+    assert_shape(got, want.shape, what)
+    assert_close(got, want, what=what, atol=0, rtol=0, hint=hint)
+    if reply["dtype"] != "int64":
+        raise AssertionError(f"greedy_decode returned a {reply['dtype']} tensor; return token ids as a LongTensor "
+                             "(torch.long).")
+
+
+def test_greedy_decode_mode_and_no_grad(student):
+    """greedy_decode: eval mode and no_grad while decoding, the model's mode restored, only encode/decode used"""
+    script = [[3, 4, 2, 6, 6], [4, 2, 7, 7, 7]]
+    for train in (True, False):
+        what = f"greedy_decode on a model in {'train' if train else 'eval'} mode"
+        reply, _ = _greedy_call(lambda: _scripted_case(student, script, pad_id=5, max_len=6, train=train), what)
+        log = reply["log"]
+        calls = [entry for entry in log if entry["call"] == "decode"]
+        if not calls:
+            raise AssertionError(f"{what} never called model.decode")
+        if train and any(entry["training"] for entry in log):
+            raise AssertionError(f"{what}: model.encode/decode ran in train mode; call model.eval() before decoding "
+                                 "(dropout must be off at inference) and restore the mode afterwards.")
+        if any(entry["grad"] for entry in log):
+            raise AssertionError(f"{what}: model.encode/decode ran with gradient tracking on; decode under "
+                                 "torch.no_grad() (no graph is needed at inference and it would grow each step).")
+        if reply["training_after"] != train:
+            raise AssertionError(
+                f"{what}: afterwards the model is in {'train' if reply['training_after'] else 'eval'} mode; "
+                "greedy_decode must put the model back in the mode it found it in (was = model.training; ...; "
+                "model.train(was)).")
+
+
+def _greedy_ref_case():
+    """A real model whose greedy decoding has rows ending at different steps, with safe argmax margins."""
+    init = dict(S2S_INIT, dropout=0.1)
+    ref_model, state = _make("Seq2SeqTransformer", init, seed=85, scale_generator=3.0)
+    with torch.no_grad():
+        ref_model.generator.bias.zero_()
+        ref_model.generator.bias[EOS] = 2.0   # rows stop after 4, 2 and 5 steps; top-2 logit margins >= 0.03
+    state["generator.bias"] = ref_model.generator.bias.detach().clone()
+    return init, ref_model, state
+
+
+def test_greedy_decode_matches_reference(student):
+    """greedy_decode on a real model (padded sources) gives the reference's tokens, using encode/decode only"""
+    init, ref_model, state = _greedy_ref_case()
+    max_len = 8
+    src = SRC
+    want = R().greedy_decode(ref_model, src, BOS, EOS, max_len)
+    reply = _greedy_call(lambda: student.probe("greedy", init=init, state_dict=state, src=src, bos_id=BOS,
+                                               eos_id=EOS, max_len=max_len, train=True),
+                         "greedy_decode on a Seq2SeqTransformer")
+    _check_load(reply, "Seq2SeqTransformer")
+    what = "greedy_decode(model, src (3, 7) with padding, bos_id=1, eos_id=2, max_len=8)"
+    got = _tensor(reply["out"], what)
+    hint = ("Encode once; at each step decode the whole prefix with the source padding mask "
+            "(model.decode(ys, memory, padding_mask(src, model.pad_id))), take the argmax of the LAST position, "
+            "append it; after EOS pad with model.pad_id.")
+    if got.shape != tuple(want.shape) or not np.array_equal(got, want.numpy()):
+        with torch.no_grad():
+            memory = ref_model.encode(src)
+            unmasked = _greedy_with(ref_model, memory, None, src.shape[0], max_len).numpy()
+            first = _greedy_with(ref_model, memory, (src != 0)[:, None, None, :], src.shape[0], max_len,
+                                 position=0).numpy()
+        if got.shape == unmasked.shape and np.array_equal(got, unmasked):
+            raise AssertionError(
+                f"{what} gives the tokens of a decoder that sees the source padding: pass "
+                "padding_mask(src, model.pad_id) to model.decode as src_mask at every step, as forward does.")
+        if got.shape == first.shape and np.array_equal(got, first):
+            raise AssertionError(f"{what} seems to append the argmax of the FIRST position at every step; the new "
+                                 "token is the argmax of the LAST position, logits[:, -1] (slides 52-54).")
+    if got.shape != tuple(want.shape):
+        raise AssertionError(f"{what} has shape {got.shape}, expected {tuple(want.shape)} (the rows end after 4, 2 "
+                             f"and 5 tokens). {hint}")
+    assert_close(got, want, what=what, atol=0, rtol=0, hint=hint)
+    if not reply["training_after"]:
+        raise AssertionError("after greedy_decode the model (which was in train mode) is left in eval mode; "
+                             "restore its mode.")
+
+
+def _greedy_with(model, memory, src_mask, B, max_len, position=-1):
+    """Greedy decoding as the reference does it, or reading another `position` (a known mistake)."""
+    ys = torch.full((B, 1), BOS, dtype=torch.long)
+    done = torch.zeros(B, dtype=torch.bool)
+    while ys.shape[1] < max_len and not done.all():
+        nxt = model.decode(ys, memory, src_mask)[:, position].argmax(-1).masked_fill(done, model.pad_id)
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        done |= nxt == EOS
+    return ys
+
+
+# ----------------------------------------------------------------------------- end to end
+
+def _toy_data():
+    ref = R()
+    data = ref.load_toy_translation(DATA)
+    src_vocab = ref.Vocab([en for en, _ in data["train"]])
+    tgt_vocab = ref.Vocab([es for _, es in data["train"]])
+    return data, src_vocab, tgt_vocab
+
+
+@pytest.mark.slow
+def test_learns_toy_translation(student):
+    """a tiny Seq2SeqTransformer trained for 300 steps translates >= 90 % of held-out toy pairs exactly"""
+    ref = R()
+    data, src_vocab, tgt_vocab = _toy_data()
+    src = ref.make_batch([en for en, _ in data["train"]], src_vocab)
+    tgt = ref.make_batch([es for _, es in data["train"]], tgt_vocab)
+    heldout_src = ref.make_batch([en for en, _ in data["heldout"]], src_vocab)
+    init = dict(TRAIN_INIT, src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab))
+    torch.manual_seed(0)
+    state = {k: v.detach().clone() for k, v in ref.Seq2SeqTransformer(**init).named_parameters()}
+    reply = _greedy_call(lambda: student.probe(
+        "train_and_decode", init=init, state_dict=state, src=src, tgt=tgt, heldout_src=heldout_src,
+        bos_id=ref.BOS_ID, eos_id=ref.EOS_ID, max_len=12, steps=TRAIN_STEPS, batch_size=TRAIN_BATCH,
+        lr=TRAIN_LR, seed=0), "training on the toy set")
+    _check_load(reply, "Seq2SeqTransformer")
+    if "bad_logits" in reply:
+        raise AssertionError(f"model(src (64, n), tgt_in (64, m)) returned {reply['bad_logits']}; expected logits "
+                             f"(64, m, tgt_vocab_size)")
+    decoded = _tensor(reply["decoded"], "greedy_decode after training")
+    if decoded.ndim != 2 or decoded.shape[0] != len(data["heldout"]):
+        raise AssertionError(f"greedy_decode on {len(data['heldout'])} held-out sources returned shape "
+                             f"{decoded.shape}, expected ({len(data['heldout'])}, L)")
+    predicted = [tgt_vocab.decode(row.tolist()) for row in decoded]
+    wrong = [(en, es, p) for p, (en, es) in zip(predicted, data["heldout"]) if p != es]
+    exact = 1 - len(wrong) / len(predicted)
+    if exact >= TRAIN_THRESHOLD:
+        return
+    losses = reply.get("losses") or [float("nan")]
+    examples = "; ".join(f"{en!r} -> {p!r} (expected {es!r})" for en, es, p in wrong[:3])
+    if losses[-1] < 0.05:
+        cause = ("The training loss went down to {:.3f} but generation fails: during training the model can "
+                 "probably see the answer. Usual causes: a missing or wrong causal mask (slide 44); shift_right "
+                 "shifting the wrong way (BOS first, drop the LAST token, slide 52); a cross-attention that reads "
+                 "the decoder's own states instead of the memory (slide 46). Otherwise check greedy_decode: "
+                 "argmax of the LAST position, fed back at the next step.")
+    else:
+        cause = ("The training loss is still {:.3f} after 300 steps (the reference reaches ~0.01): check "
+                 "shift_right (BOS first, slide 52), the masks inside the model, and that the decoder reads the "
+                 "encoder's memory (slide 46).")
+    raise AssertionError(
+        f"after {TRAIN_STEPS} training steps your model translates {exact:.1%} of the {len(predicted)} held-out "
+        f"pairs exactly; at least {TRAIN_THRESHOLD:.0%} is expected (the reference: 100 %). Examples: {examples}. "
+        + cause.format(losses[-1]))
+
+
+# ----------------------------------------------------------------------------- errors
+
+ERROR_CASES = {
+    "decoder_3d_ids": ("Decoder", "Decoder.forward with tgt_ids of shape (2, 3, 5)", ["(2, 3, 5)", "3"]),
+    "decoder_longer_than_max_len": ("Decoder", "Decoder.forward with 20 target tokens and max_len=16", ["20", "16"]),
+    "decoder_memory_batch": ("Decoder", "Decoder.forward with tgt_ids (2, 4) and memory (3, 6, 16)", ["2", "3"]),
+    "layer_memory_width": ("DecoderLayer", "DecoderLayer(16, ...) with memory (2, 6, 12)", ["12", "16"]),
+    "seq2seq_batch_mismatch": ("Seq2SeqTransformer", "forward with src (2, 5) and tgt_in (3, 4)", ["2", "3"]),
+}
+
+
+@pytest.mark.parametrize("case", list(ERROR_CASES))
+def test_value_errors(student, case):
+    """bad shapes raise ValueError with a message naming the shapes"""
+    kind, what, numbers = ERROR_CASES[case]
+    dec_init = {"vocab_size": 10, "d_model": 16, "n_heads": 4, "d_ff": 8, "n_layers": 1, "max_len": 16}
+    inits = {"Decoder": dec_init, "DecoderLayer": {"d_model": 16, "n_heads": 4, "d_ff": 8},
+             "Seq2SeqTransformer": {"src_vocab_size": 10, "tgt_vocab_size": 10, "d_model": 16, "n_heads": 4,
+                                    "d_ff": 8, "n_layers": 1, "max_len": 16}}
+    ids = lambda *shape: torch.randint(1, 10, shape, generator=torch.Generator().manual_seed(1))  # noqa: E731
+    good = {"Decoder": {"args": [ids(2, 4), _randn(2, 6, 16, seed=1)]},
+            "DecoderLayer": {"args": [_randn(2, 4, 16, seed=1), _randn(2, 6, 16, seed=2)]},
+            "Seq2SeqTransformer": {"args": [ids(2, 5), ids(2, 4)]}}[kind]
+    bad = {"decoder_3d_ids": {"args": [ids(2, 3, 5), _randn(2, 6, 16, seed=1)]},
+           "decoder_longer_than_max_len": {"args": [ids(2, 20), _randn(2, 6, 16, seed=1)]},
+           "decoder_memory_batch": {"args": [ids(2, 4), _randn(3, 6, 16, seed=1)]},
+           "layer_memory_width": {"args": [_randn(2, 4, 16, seed=1), _randn(2, 6, 12, seed=2)]},
+           "seq2seq_batch_mismatch": {"args": [ids(2, 5), ids(3, 4)]}}[case]
+    reply = student.probe("errors", kind=kind, init=inits[kind], calls=[good, bad])
+    ok, outcome = reply["outcomes"]
+    if ok["raised"]:
+        raise AssertionError(f"{kind} with valid inputs {what.split(' with ')[0]} raised {ok['raised']}: "
+                             f"{ok['message'][:300]}")
+    if not outcome["raised"]:
+        raise AssertionError(f"{what} should raise ValueError naming the shapes, but returned normally")
+    if "ValueError" not in outcome["mro"]:
+        raise AssertionError(f"{what} should raise ValueError (with a message naming the shapes), but raised "
+                             f"{outcome['raised']}: {outcome['message'][:300]}. Check the shapes first and "
+                             "raise ValueError yourself.")
+    if not any(re.search(rf"(?<!\d){re.escape(n)}(?!\d)", outcome["message"]) for n in numbers):
+        raise AssertionError(f"{what} raised ValueError, but its message does not name the shapes: "
+                             f"{outcome['message'][:200]!r}")
