@@ -100,3 +100,49 @@ def raises_student(exc_type: type = Exception, what: str = "the call"):
                                  f"{exc.type_name}: {exc.message}") from None
         return
     raise AssertionError(f"{what} should raise {exc_type.__name__}, but returned normally")
+
+
+def matches(actual, candidate, atol: float = 1e-7, rtol: float = 1e-6) -> bool:
+    """Whether ``actual`` equals ``candidate`` (same shape, close values); False if either is not numeric."""
+    try:
+        a, c = np.asarray(_to_numpy(actual), dtype=np.float64), np.asarray(_to_numpy(candidate), dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return a.shape == c.shape and bool(np.allclose(a, c, atol=atol, rtol=rtol, equal_nan=True))
+
+
+def diagnose(actual, candidates, default: str = "") -> str:
+    """The hint of the first known mistake whose output equals the student's, else ``default``.
+
+    ``candidates`` is a list of ``(hint, make)`` where ``make()`` computes what that
+    mistake would return on the test's input (in this trusted process).
+    """
+    for text, make in candidates:
+        try:
+            with np.errstate(all="ignore"):
+                candidate = make()
+        except Exception:  # noqa: BLE001 - a candidate that cannot be formed here is simply not the mistake
+            continue
+        if matches(actual, candidate):
+            return text
+    return default
+
+
+def reference_time(fn, *args, repeat: int = 5) -> float:
+    """Best wall time of ``fn(*args)`` here, with BLAS on one thread like the worker.
+
+    Used by the vectorisation tests, which compare it with ``student.time_call``.
+    """
+    import time
+    try:
+        from threadpoolctl import threadpool_limits
+        limit = threadpool_limits(limits=1)
+    except ImportError:  # without it the reference can only be slower, i.e. the test more lenient
+        limit = contextlib.nullcontext()
+    with limit:
+        best = float("inf")
+        for _ in range(repeat):
+            start = time.perf_counter()
+            fn(*args)
+            best = min(best, time.perf_counter() - start)
+    return best

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from grader.errors import StudentError
-from grader.testing import as_array, assert_close, assert_shape, raises_student, reference
+from grader.testing import as_array, assert_close, diagnose, matches, raises_student, reference, reference_time
 
 ref = reference("a01_similarity")
 TOL = dict(atol=1e-9, rtol=1e-9)
@@ -23,46 +23,8 @@ def rng(seed):
     return np.random.default_rng(1000 + seed)
 
 
-def _matches(actual, candidate):
-    try:
-        a, c = np.asarray(actual, dtype=np.float64), np.asarray(candidate, dtype=np.float64)
-    except (TypeError, ValueError):
-        return False
-    return a.shape == c.shape and bool(np.allclose(a, c, atol=1e-7, rtol=1e-6, equal_nan=True))
-
-
-def diagnose(actual, candidates, default=""):
-    """The hint of the first known mistake whose output equals the student's, else `default`."""
-    for text, make in candidates:
-        try:
-            candidate = make()
-        except Exception:  # a candidate that cannot be formed on this input is simply not the mistake
-            continue
-        if _matches(actual, candidate):
-            return text
-    return default
-
-
 def _cos_rows(query, keys):
     return keys @ query / (np.linalg.norm(keys, axis=1) * np.linalg.norm(query))
-
-
-def _reference_time(fn, *args, repeat=5):
-    """Best time of the reference here, with BLAS on one thread like the worker."""
-    import contextlib
-    import time
-    try:
-        from threadpoolctl import threadpool_limits
-        limit = threadpool_limits(limits=1)
-    except ImportError:  # optional: without it the reference can only be slower, i.e. the test more lenient
-        limit = contextlib.nullcontext()
-    with limit:
-        best = float("inf")
-        for _ in range(repeat):
-            start = time.perf_counter()
-            fn(*args)
-            best = min(best, time.perf_counter() - start)
-    return best
 
 
 # ---------------------------------------------------------------- dot_product
@@ -175,7 +137,7 @@ def test_similarity_matrix_leading_dims_broadcast(student, q_shape, k_shape):
     Q, K = g.normal(size=q_shape), g.normal(size=k_shape)
     Q2, K2 = g.normal(size=(4, 5)), g.normal(size=(6, 5))
     try:
-        two_d_ok = _matches(student.similarity_matrix(Q2, K2), ref.similarity_matrix(Q2, K2))
+        two_d_ok = matches(student.similarity_matrix(Q2, K2), ref.similarity_matrix(Q2, K2))
     except StudentError:
         two_d_ok = False
     got = _call_batched(student.similarity_matrix, "similarity_matrix", Q, K, two_d_ok)
@@ -202,10 +164,10 @@ def test_similarity_matrix_is_vectorised(student):
     Q, K = g.normal(size=(4000, 32)), g.normal(size=(2, 32))
     assert_close(student.similarity_matrix(Q, K), ref.similarity_matrix(Q, K),
                  what="similarity_matrix(Q (4000, 32), K (2, 32))", **TOL, hint="(Checked before timing it.)")
-    t_ref = _reference_time(ref.similarity_matrix, Q, K)
+    t_ref = reference_time(ref.similarity_matrix, Q, K)
     t_student = student.time_call("similarity_matrix", Q, K, repeat=5)
     if t_student > SLOWDOWN_LIMIT * t_ref:  # a busy machine can slow one side down: measure both once more
-        t_ref = min(t_ref, _reference_time(ref.similarity_matrix, Q, K))
+        t_ref = min(t_ref, reference_time(ref.similarity_matrix, Q, K))
         t_student = min(t_student, student.time_call("similarity_matrix", Q, K, repeat=5))
     ratio = t_student / max(t_ref, 1e-9)
     assert ratio <= SLOWDOWN_LIMIT, (

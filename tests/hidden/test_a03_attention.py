@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from grader.errors import StudentError
-from grader.testing import as_array, assert_close, assert_shape, raises_student, reference
+from grader.testing import as_array, assert_close, assert_shape, diagnose, raises_student, reference, reference_time
 
 ref = reference("a03_attention")
 TOL = dict(atol=1e-10, rtol=1e-8)
@@ -36,27 +36,6 @@ def _softmax(x, axis=-1):
         e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
         s = np.sum(e, axis=axis, keepdims=True)
         return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
-
-
-def _matches(actual, candidate):
-    try:
-        a, c = np.asarray(actual, dtype=np.float64), np.asarray(candidate, dtype=np.float64)
-    except (TypeError, ValueError):
-        return False
-    return a.shape == c.shape and bool(np.allclose(a, c, atol=1e-7, rtol=1e-6, equal_nan=True))
-
-
-def diagnose(actual, candidates, default=""):
-    """The hint of the first known mistake whose output equals the student's, else `default`."""
-    for text, make in candidates:
-        try:
-            with np.errstate(all="ignore"):
-                candidate = make()
-        except Exception:  # a candidate that cannot be formed on this input is simply not the mistake
-            continue
-        if _matches(actual, candidate):
-            return text
-    return default
 
 
 # ---------------------------------------------------------------- recognising mistakes
@@ -189,24 +168,6 @@ def call_sdpa(student, Q, K, V, mask=None):
             except StudentError:
                 pass
         raise
-
-
-def _reference_time(fn, *args, repeat=5):
-    """Best time of the reference here, with BLAS on one thread like the worker."""
-    import contextlib
-    import time
-    try:
-        from threadpoolctl import threadpool_limits
-        limit = threadpool_limits(limits=1)
-    except ImportError:  # optional: without it the reference can only be slower, i.e. the test more lenient
-        limit = contextlib.nullcontext()
-    with limit:
-        best = float("inf")
-        for _ in range(repeat):
-            start = time.perf_counter()
-            fn(*args)
-            best = min(best, time.perf_counter() - start)
-    return best
 
 
 # ---------------------------------------------------------------- attention_context (slides 11-15)
@@ -368,10 +329,10 @@ def test_sdpa_is_vectorised(student):
     Q, K, V = g.normal(size=(8000, 4)), g.normal(size=(4, 4)), g.normal(size=(4, 4))
     check_attention(call_sdpa(student, Q, K, V), Q, K, V,
                     what="scaled_dot_product_attention on 8000 queries (checked before timing it)")
-    t_ref = _reference_time(ref.scaled_dot_product_attention, Q, K, V)
+    t_ref = reference_time(ref.scaled_dot_product_attention, Q, K, V)
     t_student = student.time_call("scaled_dot_product_attention", Q, K, V, repeat=5)
     if t_student > SLOWDOWN_LIMIT * t_ref:  # a busy machine can slow one side down: measure both once more
-        t_ref = min(t_ref, _reference_time(ref.scaled_dot_product_attention, Q, K, V))
+        t_ref = min(t_ref, reference_time(ref.scaled_dot_product_attention, Q, K, V))
         t_student = min(t_student, student.time_call("scaled_dot_product_attention", Q, K, V, repeat=5))
     ratio = t_student / max(t_ref, 1e-9)
     assert ratio <= SLOWDOWN_LIMIT, (

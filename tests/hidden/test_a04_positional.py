@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from grader.errors import StudentError
-from grader.testing import as_array, assert_close, assert_shape, raises_student, reference
+from grader.testing import as_array, assert_close, assert_shape, diagnose, matches, raises_student, reference
 
 ref = reference("a04_positional")
 EXACT = dict(atol=1e-12, rtol=0.0)
@@ -24,27 +24,6 @@ PE_TOL = dict(atol=1e-10, rtol=1e-10)
 
 def rng(seed):
     return np.random.default_rng(4000 + seed)
-
-
-def _matches(actual, candidate, atol=1e-7):
-    try:
-        a, c = np.asarray(actual, dtype=np.float64), np.asarray(candidate, dtype=np.float64)
-    except (TypeError, ValueError):
-        return False
-    return a.shape == c.shape and bool(np.allclose(a, c, atol=atol, rtol=1e-6, equal_nan=True))
-
-
-def diagnose(actual, candidates, default=""):
-    """The hint of the first known mistake whose output equals the student's, else `default`."""
-    for text, make in candidates:
-        try:
-            with np.errstate(all="ignore"):
-                candidate = make()
-        except Exception:  # a candidate that cannot be formed on this input is simply not the mistake
-            continue
-        if _matches(actual, candidate):
-            return text
-    return default
 
 
 # ---------------------------------------------------------------- known wrong tables
@@ -101,7 +80,7 @@ def pe_hint(got, max_len, d_model):
     ]
     default = "PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(p / 10000^(2i/d_model)) (slide 22)."
     if arr is not None and arr.shape == (max_len, d_model):
-        if _matches(arr, _float32_table(max_len, d_model), atol=1e-4):
+        if matches(arr, _float32_table(max_len, d_model), atol=1e-4):
             default = ("The values are right to ~1e-6 but not to 1e-10: the table seems computed in float32. "
                        "Use float64 throughout.")
     elif arr is not None and arr.shape == (d_model, max_len):
