@@ -15,31 +15,9 @@ import time
 
 import torch
 
+from ._common import build, data
+
 KINDS = ("MultiHeadAttention", "PositionwiseFeedForward", "EncoderLayer", "Encoder")
-
-
-def _build(mod, kind, init, state_dict=None, seed=0):
-    """(model, load report). Constructor errors propagate (they are the student's)."""
-    if kind not in KINDS:
-        raise LookupError(f"probe: unknown kind {kind!r}")
-    torch.manual_seed(seed)
-    model = getattr(mod, kind)(**(init or {}))
-    report = {"missing": [], "unexpected": [], "load_error": ""}
-    if state_dict is not None:
-        try:
-            result = model.load_state_dict(state_dict, strict=False)
-        except RuntimeError as exc:  # shape mismatch of a named parameter
-            report["load_error"] = str(exc)[:1500]
-            return model, report
-        report["missing"] = [k for k in result.missing_keys if k != "pe"]
-        report["unexpected"] = list(result.unexpected_keys)
-    return model, report
-
-
-def _tensor_or_type(value):
-    if isinstance(value, torch.Tensor):
-        return value
-    return {"not_a_tensor": type(value).__name__}
 
 
 def _weights_of(model):
@@ -66,7 +44,7 @@ def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0, weights
 
     returns {"missing", "unexpected", "load_error", "results": [{"out", "attn_weights"}...]}
     """
-    model, report = _build(mod, kind, init, state_dict, seed)
+    model, report = build(mod, KINDS, kind, init, state_dict, seed)
     report["results"] = []
     if report["load_error"] or report["missing"] or report["unexpected"]:
         return report
@@ -75,7 +53,7 @@ def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0, weights
     for call in calls:
         with torch.set_grad_enabled(bool(grad)):
             out = model(*call.get("args", []), **call.get("kwargs", {}))
-        result = {"out": _tensor_or_type(out)}
+        result = {"out": data(out)}
         if weights:
             result["attn_weights"] = _weights_of(model)
         report["results"].append(result)
@@ -85,7 +63,7 @@ def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0, weights
 def gradients(mod, kind, init, state_dict, args, kwargs=None, grad_out=None, train=False, seed=0):
     """Backward of sum(out * grad_out); returns the grad of every parameter (None if it got none)
     and of every floating input."""
-    model, report = _build(mod, kind, init, state_dict, seed)
+    model, report = build(mod, KINDS, kind, init, state_dict, seed)
     if report["load_error"] or report["missing"] or report["unexpected"]:
         return report
     model.train(bool(train))
@@ -93,7 +71,7 @@ def gradients(mod, kind, init, state_dict, args, kwargs=None, grad_out=None, tra
             for a in args]
     out = model(*args, **(kwargs or {}))
     if not isinstance(out, torch.Tensor):
-        report["out"] = _tensor_or_type(out)
+        report["out"] = data(out)
         return report
     if not out.requires_grad:
         report["out_requires_grad"] = False
@@ -108,7 +86,7 @@ def gradients(mod, kind, init, state_dict, args, kwargs=None, grad_out=None, tra
 
 def structure(mod, kind, init):
     """Names, shapes and dtypes of the parameters and buffers, submodule types, a few attributes."""
-    model, _ = _build(mod, kind, init)
+    model, _ = build(mod, KINDS, kind, init)
     state = {name: {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
              for name, t in model.state_dict().items()}
     params = [name for name, _ in model.named_parameters()]
@@ -138,7 +116,7 @@ def structure(mod, kind, init):
 def padding_invariance(mod, kind, init, state_dict, x, mask, real, seed=0):
     """EncoderLayer/MultiHeadAttention: outputs for x and for x with every padded position
     (real == False, (B, n)) replaced by noise; mask hides the padded keys."""
-    model, report = _build(mod, kind, init, state_dict, seed)
+    model, report = build(mod, KINDS, kind, init, state_dict, seed)
     if report["load_error"] or report["missing"] or report["unexpected"]:
         return report
     model.eval()
@@ -150,7 +128,7 @@ def padding_invariance(mod, kind, init, state_dict, x, mask, real, seed=0):
             a, b = model(x, x, x, mask), model(x2, x2, x2, mask)
         else:
             a, b = model(x, mask), model(x2, mask)
-    report["outs"] = [_tensor_or_type(a), _tensor_or_type(b)]
+    report["outs"] = [data(a), data(b)]
     return report
 
 
@@ -160,7 +138,7 @@ def time_forward(mod, kind, init, state_dict, args, kwargs=None, repeat=10, seed
     machine load. The trusted side calibrates the stand-in against the reference."""
     from ..standins import a05_encoder as standin
 
-    model, report = _build(mod, kind, init, state_dict, seed)
+    model, report = build(mod, KINDS, kind, init, state_dict, seed)
     if report["load_error"] or report["missing"] or report["unexpected"]:
         return report
     baseline = getattr(standin, kind)(**(init or {}))

@@ -16,44 +16,16 @@ Common arguments
 import time
 
 import torch
+
+from ._common import build, data, failed
 import torch.nn.functional as F
 
 KINDS = ("DecoderLayer", "Decoder", "Seq2SeqTransformer")
 
 
-def _build(mod, kind, init, state_dict=None, seed=0):
-    """(model, load report). Constructor errors propagate (they are the student's)."""
-    if kind not in KINDS:
-        raise LookupError(f"probe: unknown kind {kind!r}")
-    torch.manual_seed(seed)
-    model = getattr(mod, kind)(**(init or {}))
-    report = {"missing": [], "unexpected": [], "load_error": ""}
-    if state_dict is not None:
-        params = {name for name, _ in model.named_parameters()}
-        try:
-            result = model.load_state_dict(state_dict, strict=False)
-        except RuntimeError as exc:  # a parameter of the contract's name with another shape
-            report["load_error"] = str(exc)[:1500]
-            return model, report
-        report["missing"] = [k for k in result.missing_keys if k in params]
-        report["unexpected"] = list(result.unexpected_keys)
-    return model, report
-
-
-def _failed(report):
-    return bool(report["load_error"] or report["missing"] or report["unexpected"])
-
-
-def _data(value):
-    """A tensor as is; anything else described, never sent raw."""
-    if isinstance(value, torch.Tensor):
-        return value.detach()
-    return {"not_a_tensor": type(value).__name__}
-
-
 def structure(mod, kind, init):
     """Parameter names and shapes, buffers, submodule types and a few attributes."""
-    model, _ = _build(mod, kind, init)
+    model, _ = build(mod, KINDS, kind, init)
     params = {name: list(p.shape) for name, p in model.named_parameters()}
     buffers = {name: {"shape": list(b.shape), "dtype": str(b.dtype).replace("torch.", "")}
                for name, b in model.named_buffers()}
@@ -81,9 +53,9 @@ def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0):
 
     returns {"missing", "unexpected", "load_error", "results": [tensor or {"not_a_tensor"}...]}
     """
-    model, report = _build(mod, kind, init, state_dict, seed)
+    model, report = build(mod, KINDS, kind, init, state_dict, seed)
     report["results"] = []
-    if _failed(report):
+    if failed(report):
         return report
     model.train(bool(train))
     for call in calls:
@@ -91,21 +63,21 @@ def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0):
         fn = model if method == "forward" else getattr(model, method)
         with torch.no_grad():
             out = fn(*call.get("args", []), **call.get("kwargs", {}))
-        report["results"].append(_data(out))
+        report["results"].append(data(out))
     return report
 
 
 def shift_right_in_place(mod, tgt, bos_id):
     """shift_right's output and its input tensor afterwards (to see an in-place change)."""
     out = mod.shift_right(tgt, bos_id)
-    return {"out": _data(out), "tgt_after": tgt}
+    return {"out": data(out), "tgt_after": tgt}
 
 
 def memory_sensitivity(mod, init, state_dict, x, memory, memory_mask, noise, seed=0):
     """DecoderLayer outputs for (x, memory), (x, memory + noise) and (x, memory + noise at
     masked positions only), all with memory_mask. noise: (B, n, d)."""
-    model, report = _build(mod, "DecoderLayer", init, state_dict, seed)
-    if _failed(report):
+    model, report = build(mod, KINDS, "DecoderLayer", init, state_dict, seed)
+    if failed(report):
         return report
     model.eval()
     hidden = ~memory_mask.reshape(memory.shape[0], memory.shape[1])  # (B, n) True where masked
@@ -113,7 +85,7 @@ def memory_sensitivity(mod, init, state_dict, x, memory, memory_mask, noise, see
         outs = [model(x, memory, None, memory_mask),
                 model(x, memory + noise, None, memory_mask),
                 model(x, torch.where(hidden[..., None], memory + noise, memory), None, memory_mask)]
-    report["outs"] = [_data(o) for o in outs]
+    report["outs"] = [data(o) for o in outs]
     return report
 
 
@@ -146,15 +118,15 @@ def _guard_forward(model, log):
 
 def _greedy_report(mod, model, log, src, bos_id, eos_id, max_len):
     out = mod.greedy_decode(model, src, bos_id, eos_id, max_len)
-    return {"out": _data(out), "dtype": str(out.dtype).replace("torch.", "") if isinstance(out, torch.Tensor) else "",
+    return {"out": data(out), "dtype": str(out.dtype).replace("torch.", "") if isinstance(out, torch.Tensor) else "",
             "training_after": bool(model.training), "log": log}
 
 
 def greedy(mod, init, state_dict, src, bos_id, eos_id, max_len, train=False, seed=0):
     """greedy_decode on the student's Seq2SeqTransformer with the given weights; the model's
     forward raises, encode/decode are logged (mode and grad state at each call)."""
-    model, report = _build(mod, "Seq2SeqTransformer", init, state_dict, seed)
-    if _failed(report):
+    model, report = build(mod, KINDS, "Seq2SeqTransformer", init, state_dict, seed)
+    if failed(report):
         return report
     model.train(bool(train))
     log = []
@@ -201,8 +173,8 @@ def train_and_decode(mod, init, state_dict, src, tgt, heldout_src, bos_id, eos_i
     """Teacher-forcing training of the student's Seq2SeqTransformer from the given initial weights
     (Adam, cross-entropy ignoring padding, the student's shift_right), then the student's
     greedy_decode on the held-out sources. returns decoded ids, a few losses and the times."""
-    model, report = _build(mod, "Seq2SeqTransformer", init, state_dict, seed)
-    if _failed(report):
+    model, report = build(mod, KINDS, "Seq2SeqTransformer", init, state_dict, seed)
+    if failed(report):
         return report
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -228,7 +200,7 @@ def train_and_decode(mod, init, state_dict, src, tgt, heldout_src, bos_id, eos_i
     start = time.perf_counter()
     out = mod.greedy_decode(model, heldout_src, bos_id, eos_id, max_len)
     report["decode_s"] = time.perf_counter() - start
-    report["decoded"] = _data(out)
+    report["decoded"] = data(out)
     report["losses"] = losses
     return report
 
@@ -237,8 +209,8 @@ def train_and_decode(mod, init, state_dict, src, tgt, heldout_src, bos_id, eos_i
 
 def errors(mod, kind, init, state_dict=None, calls=(), seed=0):
     """Run each call; record what it raised (type name, its MRO names, message) or 'returned'."""
-    model, report = _build(mod, kind, init, state_dict, seed)
-    if _failed(report):
+    model, report = build(mod, KINDS, kind, init, state_dict, seed)
+    if failed(report):
         return report
     model.eval()
     report["outcomes"] = []

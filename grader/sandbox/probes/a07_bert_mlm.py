@@ -12,47 +12,16 @@ Common arguments
     calls       [{"args": [...], "kwargs": {...}}, ...] forward calls on the same instance
 """
 import torch
+
+from ._common import build, data, failed
 from torch import nn
 
 KINDS = ("BertEmbeddings", "BertModel", "BertForMaskedLM")
 
 
-def _build(mod, kind, init, state_dict=None, seed=0):
-    """(model, load report). Constructor errors propagate (they are the student's)."""
-    if kind not in KINDS:
-        raise LookupError(f"probe: unknown kind {kind!r}")
-    torch.manual_seed(seed)
-    model = getattr(mod, kind)(**(init or {}))
-    report = {"missing": [], "unexpected": [], "load_error": ""}
-    if state_dict is not None:
-        try:
-            result = model.load_state_dict(state_dict, strict=False)
-        except RuntimeError as exc:  # shape mismatch of a named parameter
-            report["load_error"] = str(exc)[:1500]
-            return model, report
-        report["missing"] = [k for k, _ in model.named_parameters() if k in result.missing_keys]
-        report["unexpected"] = list(result.unexpected_keys)
-    return model, report
-
-
-def _failed(report):
-    return bool(report["load_error"] or report["missing"] or report["unexpected"])
-
-
-def _data(value):
-    """A forward's result as data: tensors stay, tuples/lists recurse, anything else names its type."""
-    if isinstance(value, torch.Tensor):
-        return value.detach()
-    if value is None:
-        return None
-    if isinstance(value, (tuple, list)):
-        return [_data(v) for v in value]
-    return {"not_a_tensor": type(value).__name__}
-
-
 def structure(mod, kind, init):
     """Parameter names and shapes, submodule types, LayerNorm eps, padding_idx, tying, attributes."""
-    model, _ = _build(mod, kind, init)
+    model, _ = build(mod, KINDS, kind, init)
     params = {name: list(p.shape) for name, p in model.named_parameters()}
     modules = {name: type(m).__name__ for name, m in model.named_modules() if name}
     eps = {name: float(m.eps) for name, m in model.named_modules() if isinstance(m, nn.LayerNorm)}
@@ -86,28 +55,28 @@ def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0):
     returns {"missing", "unexpected", "load_error", "results": [out, ...]}
     (BertForMaskedLM's out is [loss or None, logits]).
     """
-    model, report = _build(mod, kind, init, state_dict, seed)
+    model, report = build(mod, KINDS, kind, init, state_dict, seed)
     report["results"] = []
-    if _failed(report):
+    if failed(report):
         return report
     model.train(bool(train))
     torch.manual_seed(seed)
     for call in calls:
         with torch.no_grad():
             out = model(*call.get("args", []), **call.get("kwargs", {}))
-        report["results"].append(_data(out))
+        report["results"].append(data(out))
     return report
 
 
 def mlm_gradients(mod, init, state_dict, input_ids, attention_mask=None, labels=None):
     """BertForMaskedLM: loss from forward(labels=...), backward; grads of every parameter by name."""
-    model, report = _build(mod, "BertForMaskedLM", init, state_dict)
-    if _failed(report):
+    model, report = build(mod, KINDS, "BertForMaskedLM", init, state_dict)
+    if failed(report):
         return report
     model.eval()
     loss, _ = model(input_ids, attention_mask=attention_mask, labels=labels)
     if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
-        report["loss"] = _data(loss)
+        report["loss"] = data(loss)
         report["grads"] = {}
         return report
     loss.backward()
@@ -121,7 +90,7 @@ def loss_and_grad(mod, logits, labels):
     logits = logits.clone().requires_grad_(True)
     loss = mod.mlm_loss(logits, labels)
     if not isinstance(loss, torch.Tensor):
-        return {"loss": _data(loss), "grad": None}
+        return {"loss": data(loss), "grad": None}
     grad = None
     if loss.requires_grad and loss.dim() == 0:
         (grad,) = torch.autograd.grad(loss, logits, allow_unused=True)
@@ -155,18 +124,18 @@ def mask_draws(mod, input_ids, seeds, kwargs, global_seed=None):
     if global_seed is not None:
         torch.manual_seed(int(global_seed))
         a, b = mod.mask_tokens(input_ids.clone(), generator=None, **kwargs)
-        report["global"] = [_data(a), _data(b)]
+        report["global"] = [data(a), data(b)]
     return report
 
 
 def pretrained(mod, init, state_dict, input_ids, attention_mask, token_type_ids):
     """BertModel with the given (pretrained) weights, eval mode: last hidden state (B, n, H)."""
-    model, report = _build(mod, "BertModel", init, state_dict)
-    if _failed(report):
+    model, report = build(mod, KINDS, "BertModel", init, state_dict)
+    if failed(report):
         return report
     model.eval()
     with torch.no_grad():
-        report["hidden"] = _data(model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids))
+        report["hidden"] = data(model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids))
     return report
 
 
@@ -176,8 +145,8 @@ def train_mlm(mod, init, state_dict, batches, eval_batch, lr=1e-3, seed=0):
     batches: [{"input_ids", "attention_mask", "labels"}, ...]; eval_batch: the same keys.
     returns {"losses": [float per step], "eval_pred": (B, n) argmax ids in eval mode, "eval_loss": float}
     """
-    model, report = _build(mod, "BertForMaskedLM", init, state_dict, seed)
-    if _failed(report):
+    model, report = build(mod, KINDS, "BertForMaskedLM", init, state_dict, seed)
+    if failed(report):
         return report
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)

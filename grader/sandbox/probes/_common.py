@@ -1,0 +1,44 @@
+"""Pieces every torch stage's probes share: build a student's module with given
+weights, and turn what it returns into data that may cross the boundary."""
+import torch
+
+
+def build(mod, kinds, kind, init, state_dict=None, seed=0):
+    """(model, load report) for ``mod.<kind>(**init)`` with ``state_dict`` loaded non-strictly.
+
+    The report lists missing *parameters* (buffers such as ``pe`` are the
+    student's own) and unexpected names, or the load error, so that the
+    trusted side can explain a naming mistake instead of crashing on it.
+    Constructor errors propagate: they are the student's.
+    """
+    if kind not in kinds:
+        raise LookupError(f"probe: unknown kind {kind!r}")
+    torch.manual_seed(seed)
+    model = getattr(mod, kind)(**(init or {}))
+    report = {"missing": [], "unexpected": [], "load_error": ""}
+    if state_dict is not None:
+        params = {name for name, _ in model.named_parameters()}
+        try:
+            result = model.load_state_dict(state_dict, strict=False)
+        except RuntimeError as exc:  # a parameter of the contract's name with another shape
+            report["load_error"] = str(exc)[:1500]
+            return model, report
+        report["missing"] = [k for k in result.missing_keys if k in params]
+        report["unexpected"] = list(result.unexpected_keys)
+    return model, report
+
+
+def failed(report) -> bool:
+    return bool(report["load_error"] or report["missing"] or report["unexpected"])
+
+
+def data(value):
+    """A forward's result as data: tensors (detached) stay, tuples/lists recurse,
+    None stays, anything else is described by its type, never sent raw."""
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)):
+        return [data(v) for v in value]
+    return {"not_a_tensor": type(value).__name__}
