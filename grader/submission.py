@@ -101,6 +101,7 @@ def intake(path: str, dest: str, submission_id: str | None = None) -> Intake:
     errors: list[str] = []
     if src.is_file() and src.suffix == ".zip":
         unpacked = dest_path / "_unpacked"
+        unpacked.mkdir()
         _extract_zip(src, unpacked)
         root, fmt = _stage_root(unpacked), "zip"
     elif src.is_file() and src.suffix == ".ipynb":

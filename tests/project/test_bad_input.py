@@ -67,9 +67,17 @@ def test_wrong_signature_is_reported_as_an_error(tmp_path):
     assert errors and any("TypeError" in t["feedback"] and "axis" in t["feedback"] for t in errors)
 
 
-def test_non_utf8_source_is_explained(tmp_path):
-    rep, s = graded_a02(tmp_path, b"# caf\xe9\n" + REF_A02.encode())
+def test_non_utf8_source_is_explained_and_zero_when_python_cannot_read_it(tmp_path):
+    rep, s = graded_a02(tmp_path, REF_A02.encode() + b'\nGREETING = "caf\xe9"\n')
     assert s["score"] == 0
+    assert any("UTF-8" in e for e in rep["errors"])
+    assert "utf-8" in s["tests"][0]["feedback"].lower()
+
+
+def test_non_utf8_bytes_in_a_comment_are_noted_but_cost_nothing(tmp_path):
+    """Python itself tolerates them there, so the grader does too (with a note)."""
+    rep, s = graded_a02(tmp_path, b"# caf\xe9\n" + REF_A02.encode())
+    assert s["score"] == s["max_score"]
     assert any("UTF-8" in e for e in rep["errors"])
 
 
