@@ -28,9 +28,14 @@ check: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest tests/project -q -p no:cacheprovider
 
-## starter: regenerate starter/ from solutions/
+## starter: regenerate starter/ from solutions/, then the notebooks (they are built from starter/)
 starter: $(STAMP)
 	$(PY) -m grader.starter
+	$(PY) -m grader.notebook_build
+
+## notebooks: regenerate assignments/aNN_*/aNN_*.ipynb from the handouts and starter/
+notebooks: $(STAMP)
+	$(PY) -m grader.notebook_build
 
 release: $(STAMP)
 	$(PY) -m grader release $(or $(OUT),dist/student)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import os
-import traceback
 
 import numpy as np
 
@@ -33,13 +32,21 @@ def _strict() -> bool:
     return os.environ.get("COURSE_FIGURES_STRICT", "") not in ("", "0")
 
 
+def quick(normal, fast):
+    """``normal``, or ``fast`` when ``COURSE_NOTEBOOK_QUICK=1`` (the course's own tests run the notebooks that way)."""
+    return fast if os.environ.get("COURSE_NOTEBOOK_QUICK", "") not in ("", "0") else normal
+
+
 def _where(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
+    """The innermost function outside this file that the exception went through, e.g. `Encoder.__init__`."""
     ours = os.path.dirname(os.path.abspath(__file__))
-    for frame in reversed(frames):  # the innermost frame that is not this file
-        if not os.path.abspath(frame.filename).startswith(ours):
-            return f"`{frame.name}`"
-    return "a function this picture uses"
+    tb, name = exc.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not os.path.abspath(code.co_filename).startswith(ours):
+            name = getattr(code, "co_qualname", code.co_name).split("<locals>.")[-1]
+        tb = tb.tb_next
+    return f"`{name}`" if name and name != "<module>" else "a function this picture uses"
 
 
 def show(draw, *args, **kwargs):
@@ -137,10 +144,10 @@ def heatmap(ax, weights, row_labels, col_labels, title="", cmap=CMAP_WEIGHTS, vm
     if title:
         ax.set_title(title, fontsize=10)
     if annotate and weights.size <= 144:
-        top = np.nanmax(np.abs(weights)) or 1.0
         for (i, j), v in np.ndenumerate(weights):
+            r, g, b, _ = im.cmap(im.norm(v))
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if abs(v) > 0.6 * top else "black")
+                    color="white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black")
     if colorbar:
         ax.figure.colorbar(im, ax=ax, shrink=0.8)
     return im
@@ -299,8 +306,9 @@ def positional_encoding_figure(sinusoidal_positional_encoding, max_len=50, d_mod
     axes[0].set_ylabel("position")
     axes[0].set_title(f"PE table ({max_len} positions × {d_model} dims)", fontsize=10)
     fig.colorbar(im, ax=axes[0], shrink=0.8)
-    for dim in (0, 1, 10, 30):
-        axes[1].plot(pe[:, dim], label=f"dim {dim}")
+    for dim in (4, 5, 16, 40):
+        if dim < d_model:
+            axes[1].plot(pe[:, dim], label=f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'})")
     axes[1].set_xlabel("position")
     axes[1].set_title("low dimensions wave fast, high ones slowly", fontsize=10)
     axes[1].legend(fontsize=8, loc="lower left")
@@ -418,29 +426,29 @@ def cosine(u, v) -> float:
     return float(u @ v / (nu * nv)) if nu and nv else 0.0
 
 
-def two_greats_figure(vectors, labels, static_vector=None, dims=48):
+def two_greats_figure(vectors, labels, static_vector=None, pairs=None, dims=48):
     """Slide 66: the same word "great" gets a different vector in each sentence.
 
-    vectors: list of 1-D arrays (BERT outputs for the word in each sentence), labels: their sentences;
-    static_vector: the word's (context-free) input embedding, the same in every sentence.
+    vectors: list of 1-D arrays (e.g. BERT's output for the word in each sentence), labels: one per vector;
+    pairs: which (i, j) to compare by cosine similarity (default: every pair);
+    static_vector: the word's context-free input embedding, the same in every sentence (cosine 1).
     """
     vectors = [_array(v, "the contextual vector") for v in vectors]
-    fig, (left, right) = _figure(14, 3.8, 2, width_ratios=[1.6, 1])
+    pairs = pairs or [(i, j) for i in range(len(vectors)) for j in range(i + 1, len(vectors))]
+    fig, (left, right) = _figure(14, 0.8 * len(vectors) + 2.2, 2, width_ratios=[1.6, 1])
     strip = np.stack([v[:dims] for v in vectors])
     top = np.abs(strip).max()
     left.imshow(strip, cmap=CMAP_SIGNED, vmin=-top, vmax=top, aspect="auto")
-    left.set_yticks(range(len(labels)), [_wrap(label, 30) for label in labels], fontsize=9)
+    left.set_yticks(range(len(labels)), [_wrap(f"{k + 1}: {label}", 34) for k, label in enumerate(labels)],
+                    fontsize=9)
     left.set_xlabel(f"first {dims} of {vectors[0].shape[-1]} dimensions")
-    left.set_title("BERT's vector for \"great\" in each sentence", fontsize=10)
-    pairs, values = [], []
-    for i in range(len(vectors)):
-        for j in range(i + 1, len(vectors)):
-            pairs.append(f"{i + 1} vs {j + 1}")
-            values.append(cosine(vectors[i], vectors[j]))
+    left.set_title("the vectors, side by side", fontsize=10)
+    names = [f"{i + 1} vs {j + 1}" for i, j in pairs]
+    values = [cosine(vectors[i], vectors[j]) for i, j in pairs]
     if static_vector is not None:
-        pairs.append("word embedding\n(any two)")
+        names.append("word\nembedding")
         values.append(1.0)
-    _bars(right, pairs, values, "cosine similarity: context changes the vector", color="tab:purple")
+    _bars(right, names, values, "cosine similarity", color="tab:purple")
     right.set_ylim(min(0.0, min(values)) - 0.05, 1.15)
     fig.suptitle("Slide 66: same word, different meaning, different vector", fontsize=12)
     return fig

@@ -19,6 +19,7 @@ the report instead of raising.
 from __future__ import annotations
 
 import ast
+import atexit
 import json
 import os
 import re
@@ -51,32 +52,36 @@ def read(text: str, name: str = "notebook"):
     student bundle without it falls back to a structural check of the JSON.
     """
     try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(f"{name} is not a readable Jupyter notebook: its JSON is broken at line {exc.lineno} "
+                            f"({exc.msg}); was it saved from Jupyter/Colab as .ipynb?") from None
+    if not isinstance(data, dict) or "cells" not in data or "nbformat" not in data:
+        raise NotebookError(f"{name} is not a valid Jupyter notebook (no 'cells' or 'nbformat' field)")
+    try:
         import nbformat
     except ImportError:  # pragma: no cover - the course venv has nbformat
-        nbformat = None
-    if nbformat is None:
-        try:
-            nb = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise NotebookError(f"{name} is not valid JSON (line {exc.lineno}: {exc.msg}); "
-                                "was it saved from Jupyter/Colab as .ipynb?") from None
-        if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list) or nb.get("nbformat") != 4:
-            raise NotebookError(f"{name} is not a Jupyter notebook in format 4 (no 'cells' list)")
-        return nb
+        if data.get("nbformat") != 4 or not isinstance(data.get("cells"), list):
+            raise NotebookError(f"{name} is not a valid Jupyter notebook in format 4") from None
+        return data
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # missing cell ids etc. are repaired, not worth a warning
         try:
             nb = nbformat.reads(text, as_version=4)
-        except Exception as exc:  # NotJSONError, a KeyError for a missing nbformat field, ...
-            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-            raise NotebookError(f"{name} is not a readable Jupyter notebook ({reason}); "
-                                "was it saved from Jupyter/Colab as .ipynb?") from None
-        try:
-            nbformat.validate(nb)
-        except Exception as exc:  # nbformat.ValidationError
-            reason = getattr(exc, "message", None) or str(exc).splitlines()[0]
-            raise NotebookError(f"{name} is not a valid Jupyter notebook ({str(reason)[:200]})") from None
+            try:
+                nbformat.validate(nb)
+            except nbformat.ValidationError:
+                # outputs play no part in grading: a notebook whose only fault is in an output
+                # (some frontends write odd ones) is read without them
+                for cell in nb.get("cells", []):
+                    if isinstance(cell, dict) and cell.get("cell_type") == "code":
+                        cell["outputs"], cell["execution_count"] = [], None
+                nbformat.validate(nb)
+        except Exception as exc:  # nbformat.ValidationError, or a crash on a badly shaped field
+            reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+            raise NotebookError(f"{name} is not a valid Jupyter notebook ({str(reason).splitlines()[0][:200]})") \
+                from None
     return nb
 
 
@@ -223,9 +228,9 @@ def earlier_stages(stage_id: str, source: str | None = None) -> dict:
     return found
 
 
-def setup(stage_id: str, root) -> None:
+def setup(stage_id: str, root, also=()) -> None:
     """Called by a notebook's first cell: remember where things are, work from the course folder, and
-    make the earlier stages this one imports importable."""
+    make the earlier stages this one imports (and ``also``, used by its pictures) importable."""
     root = Path(root).resolve()
     if _state.get("stage") != stage_id or "notebook_dir" not in _state:
         _state["notebook_dir"] = str(Path.cwd().resolve())  # the first call runs in the notebook's folder
@@ -233,10 +238,13 @@ def setup(stage_id: str, root) -> None:
     os.chdir(root)
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    earlier = earlier_stages(stage_id)
+    imports = "\n".join([_starter_text(root, stage_id) or ""] + [f"import {name}" for name in also])
+    earlier = earlier_stages(stage_id, imports)
     if earlier:
-        folder = Path(_state.get("modules") or tempfile.mkdtemp(prefix="course-modules-"))
-        _state["modules"] = str(folder)
+        if not _state.get("modules"):
+            _state["modules"] = tempfile.mkdtemp(prefix="course-modules-")
+            atexit.register(shutil.rmtree, _state["modules"], ignore_errors=True)
+        folder = Path(_state["modules"])
         for old in folder.glob("a[0-9][0-9]_*.py"):
             old.unlink()
         for name, (text, where) in earlier.items():
@@ -262,20 +270,42 @@ def _this_notebook(stage_id: str):
         from IPython import get_ipython
         shell = get_ipython()
         if shell is not None and shell.user_ns.get("__vsc_ipynb_file__"):
-            candidates.append(Path(shell.user_ns["__vsc_ipynb_file__"]))
+            candidates.append(Path(shell.user_ns["__vsc_ipynb_file__"]))  # VS Code
     except ImportError:
         pass
-    if os.environ.get("JPY_SESSION_NAME", "").endswith(".ipynb"):
+    if os.environ.get("JPY_SESSION_NAME", "").endswith(".ipynb"):             # Jupyter server 2
         candidates.append(Path(os.environ["JPY_SESSION_NAME"]))
     start = Path(_state.get("notebook_dir", Path.cwd()))
     root = Path(_state.get("root", Path.cwd()))
-    candidates += [start / f"{stage_id}.ipynb", root / "assignments" / stage_id / f"{stage_id}.ipynb"]
+    candidates += [start / f"{stage_id}.ipynb", *_same_stage_notebooks(start, stage_id),
+                   root / "assignments" / stage_id / f"{stage_id}.ipynb"]
     for path in candidates:
-        if path.is_absolute() and path.name == f"{stage_id}.ipynb" and path.is_file():
-            return path, f"{path} as last saved at {_saved(path)} (save with Ctrl-S before checking)"
-    raise FileNotFoundError(f"cannot find {stage_id}.ipynb (looked in {start}); keep the notebook's name, "
+        if path.is_absolute() and path.is_file() and _is_stage_notebook(path, stage_id):
+            note = "" if path.name == f"{stage_id}.ipynb" else \
+                f"\n(hand it in as {stage_id}.ipynb: the grader finds notebooks by their name)"
+            return path, f"{path} as last saved at {_saved(path)} (save with Ctrl-S before checking){note}"
+    raise FileNotFoundError(f"cannot find this notebook ({stage_id}.ipynb) in {start}; keep its name, "
                             f"or save your code into starter/{stage_id}.py and run `python -m grader check "
                             f"{stage_id}` in a terminal")
+
+
+def _is_stage_notebook(path: Path, stage_id: str) -> bool:
+    if path.name == f"{stage_id}.ipynb":
+        return True
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("course", {}).get(
+            "stage") == stage_id
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _same_stage_notebooks(folder: Path, stage_id: str) -> list:
+    """Renamed copies (``a03_attention (1).ipynb``) of this stage's notebook in ``folder``, newest first."""
+    try:
+        found = [p for p in folder.glob("*.ipynb") if p.name != f"{stage_id}.ipynb" and _is_stage_notebook(p, stage_id)]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
 def check(stage_id: str, timeout_s: float = 900) -> None:

@@ -14,7 +14,7 @@ from . import paths
 
 STUDENT_FILES = {"requirements.txt": "requirements.txt"}
 ASSIGNMENT_SUFFIXES = (".md", ".ipynb", ".tsv", ".csv", ".json", ".jsonl", ".txt", ".py")
-GRADER_EXCLUDE = ("__pycache__", "standins", "mutants.py", "batch", "batch.py", "gradebook.py", "html_report.py",
+GRADER_EXCLUDE = ("__pycache__", "standins", "mutants.py", "notebook_build.py", "batch", "batch.py", "gradebook.py", "html_report.py",
                   "executors.py")
 
 

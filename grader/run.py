@@ -54,7 +54,7 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
                 entries.append(report.stage_results(s, kind, json_tests, events, intake.errors, True,
                                                     partial=fast_only))
             else:
-                entries.append(_missing_stage(s, kind))
+                entries.append(_missing_stage(s, kind, intake.errors))
         widest = max(chosen, key=lambda s: (s.memory_mb, s.time_limit_s))
         result = report.assemble(intake, kind, entries, errors, iso_choice.for_stage(widest).describe(),
                                  time.monotonic() - start)
@@ -64,15 +64,18 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _missing_stage(stage, kind):
-    """Every test of a stage whose module was not handed in: status missing, zero."""
+def _missing_stage(stage, kind, intake_errors=()):
+    """Every test of a stage whose module was not handed in: status missing, zero.
+    A notebook that could not be read says why here."""
+    notes = [e for e in intake_errors if e.startswith(stage.id)]
     tests = []
     for func, pts in stage.test_points(kind).items():
         tests.append({"id": f"{stage.id}::{func}", "name": func, "score": 0.0, "max_score": round(pts, 6),
                       "status": "missing", "visibility": stage.tests(kind)[func].visibility,
                       "feedback": f"{stage.id}.py was not handed in", "duration_s": 0.0})
     entry = {"id": stage.id, "title": stage.title, "score": 0.0, "max_score": float(stage.points),
-             "status": "missing", "message": f"{stage.id}.py is not in the submission", "tests": tests}
+             "status": "missing", "message": "; ".join([f"{stage.id}.py is not in the submission", *notes]),
+             "tests": tests}
     if stage.bonus:
         entry["bonus"] = True
     return entry

@@ -242,7 +242,8 @@ def load_toy_translation(path=None):
     up from the current folder and its parents.
     """
     if path is None:
-        for base in [Path.cwd(), *Path.cwd().parents, Path(__file__).resolve().parent.parent]:
+        here = [Path(__file__).resolve().parent.parent] if "__file__" in globals() else []  # not in a notebook
+        for base in [Path.cwd(), *Path.cwd().parents, *here]:
             if (base / TOY_DATA).exists():
                 path = base / TOY_DATA
                 break
