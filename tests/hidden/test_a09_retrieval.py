@@ -1,0 +1,301 @@
+"""Hidden suite of stage 9 (a09_retrieval, bonus): sentence embeddings and semantic search, slides 68-70.
+
+Everything here runs in the trusted process. The student's embed_sentences
+runs in the worker (grader/sandbox/probes/a09_retrieval.py) on the stage-7
+stand-in BertModel loaded with all-MiniLM-L6-v2 by the course-provided
+load_pretrained_bert, with a fresh tokenizers.Tokenizer read from the
+checkpoint's tokenizer.json. Expected embeddings come from the reference
+(solutions/a07_bert_mlm.py + a09_retrieval.py) run here; the project tests
+check that the reference matches transformers.BertModel + mean pooling + L2
+normalisation (sentence-transformers' recipe) to ~2e-7. We allow 1e-4.
+
+top_k is called directly with small tensors; ties are built from integer
+vectors whose cosines are exact in float32, so "lower index first" is a
+well-defined expectation. The retrieval check embeds the 25 shipped lecture
+notes (assignments/a09_retrieval/data/docs.jsonl) and 22 hidden questions
+(tests/hidden/data/a09_retrieval_queries.jsonl) whose relevant notes are known;
+the reference finds a relevant note in the top 3 for 22 of 22.
+"""
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader import paths, pretrained
+from grader.testing import as_array, assert_close, assert_shape, raises_student, reference
+
+STAGE = "a09_retrieval"
+ATOL = 1e-4
+TOP_K = 3
+
+
+def R():
+    return reference(STAGE)
+
+
+def R7():
+    return reference("a07_bert_mlm")
+
+
+def minilm_init():
+    c = pretrained.minilm_config()
+    return dict(vocab_size=c["vocab_size"], hidden_size=c["hidden_size"], num_layers=c["num_hidden_layers"],
+                num_heads=c["num_attention_heads"], intermediate_size=c["intermediate_size"],
+                max_position_embeddings=c["max_position_embeddings"], type_vocab_size=c["type_vocab_size"],
+                dropout=0.1, layer_norm_eps=c["layer_norm_eps"], pad_id=c["pad_token_id"])
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    init = minilm_init()
+    model = R7().load_pretrained_bert(R7().BertModel(**init), pretrained.minilm_dir()).eval()
+    return {"model": model, "spec": {"init": init, "path": str(pretrained.minilm_dir())},
+            "tokenizer": str(pretrained.minilm_dir() / "tokenizer.json")}
+
+
+def _jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _docs():
+    return [f"{d['title']}. {d['text']}" for d in _jsonl(paths.ASSIGNMENTS / STAGE / "data" / "docs.jsonl")]
+
+
+def _expected(minilm, sentences, batch_size=64):
+    return R().embed_sentences(minilm["model"], pretrained.minilm_tokenizer(), sentences, batch_size=batch_size)
+
+
+def _variant(minilm, sentences, batch_size=64, *, pooling="mean", normalise=True, max_tokens=256):
+    """A wrong embedding, to name a mistake: other pooling, no normalisation, other truncation."""
+    tok = pretrained.minilm_tokenizer()
+    if max_tokens:
+        tok.enable_truncation(max_length=max_tokens)
+    else:
+        tok.no_truncation()
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    out = []
+    for start in range(0, len(sentences), batch_size):
+        enc = tok.encode_batch(sentences[start:start + batch_size])
+        ids = torch.tensor([e.ids for e in enc])
+        mask = torch.tensor([e.attention_mask for e in enc])
+        with torch.no_grad():
+            hidden = minilm["model"](ids, attention_mask=mask)
+        if pooling == "cls":
+            pooled = hidden[:, 0]
+        elif pooling == "mean_all":
+            pooled = hidden.mean(1)
+        else:
+            w = mask[..., None].float()
+            pooled = (hidden * w).sum(1) / w.sum(1)
+        out.append(F.normalize(pooled, dim=-1) if normalise else pooled)
+    return torch.cat(out)
+
+
+def _close(actual, candidate, atol=1e-3):
+    a = np.asarray(actual, dtype=np.float64)
+    c = candidate.detach().numpy().astype(np.float64)
+    return a.shape == c.shape and bool(np.all(np.isfinite(a))) and bool(np.allclose(a, c, atol=atol))
+
+
+def _diagnose(actual, candidates, default):
+    for hint, make in candidates:
+        try:
+            if _close(actual, make()):
+                return hint
+        except Exception:  # noqa: BLE001 - a variant that cannot be formed is not the mistake
+            continue
+    return default
+
+
+def _assert_matches(out, expected, *, what, atol, rtol, candidates, default):
+    """assert_close; only when it fails, look for the known mistake that explains the result (for the hint)."""
+    try:
+        assert_close(out, expected, what=what, atol=atol, rtol=rtol)
+    except AssertionError:
+        assert_close(out, expected, what=what, atol=atol, rtol=rtol, hint=_diagnose(out, candidates, default))
+
+
+HINT_NORM = "The rows are not unit vectors: divide each pooled vector by its L2 norm (F.normalize(x, dim=-1))."
+HINT_CLS = "You seem to take the [CLS] vector; all-MiniLM-L6-v2 was trained with mean pooling over the real tokens."
+HINT_PAD = ("Padding positions were averaged in: multiply by the attention mask and divide by the number of real "
+            "tokens (slide 67).")
+HINT_128 = ("Long texts are cut at 128 tokens: tokenizer.json comes with truncation at 128; call "
+            "tokenizer.enable_truncation(max_length=256) (the model's max_seq_length, slide 69).")
+HINT_NO_TRUNC = "Long texts must be cut at 256 tokens: tokenizer.enable_truncation(max_length=256) (slide 69)."
+
+
+def _embed(student, minilm, sentences, batch_size=None):
+    reply = student.probe("embed", encoder=minilm["spec"], tokenizer_path=minilm["tokenizer"],
+                          sentences=sentences, batch_size=batch_size)
+    out = reply["embeddings"]
+    if isinstance(out, dict) and "not_a_tensor" in out:
+        raise AssertionError(f"embed_sentences returned a {out['not_a_tensor']}, not a tensor (N, H)")
+    return as_array(out, "embed_sentences"), reply["shapes"]
+
+
+SENTENCES = [
+    "Pizza is great!",
+    "My cellphone's broken, great.",
+    "Hi",
+    "Attention lets the decoder look back at every encoder position instead of squeezing the whole sentence "
+    "into one fixed-size vector, which helps a lot with long inputs.",
+    "Attention is all you need.",
+]
+
+
+@pytest.mark.parametrize("batch_size", [2, 64])
+def test_embed_matches_minilm(student, minilm, batch_size):
+    """embed_sentences reproduces all-MiniLM-L6-v2's sentence embeddings to 1e-4 (slide 68)"""
+    what = f"embed_sentences(MiniLM, tokenizer, {len(SENTENCES)} sentences, batch_size={batch_size})"
+    out, _ = _embed(student, minilm, SENTENCES, batch_size)
+    assert_shape(out, (len(SENTENCES), 384), what=what)
+    expected = _expected(minilm, SENTENCES, batch_size)
+    _assert_matches(out, expected, what=what, atol=ATOL, rtol=0, candidates=[
+        (HINT_NORM, lambda: _variant(minilm, SENTENCES, batch_size, normalise=False)),
+        (HINT_CLS, lambda: _variant(minilm, SENTENCES, batch_size, pooling="cls")),
+        (HINT_PAD, lambda: _variant(minilm, SENTENCES, batch_size, pooling="mean_all")),
+    ], default="Recipe: ids and attention mask from the tokenizer (padding to the longest in the batch), "
+               "model(ids, attention_mask=mask), mean over the real tokens, then L2-normalise each row.")
+
+
+def test_embed_rows_have_unit_norm(student, minilm):
+    """Every sentence embedding has L2 norm 1, so cosine similarity is a dot product"""
+    out, _ = _embed(student, minilm, SENTENCES[:3])
+    norms = np.linalg.norm(np.asarray(out, dtype=np.float64), axis=-1)
+    assert_close(norms, np.ones(len(norms)), what="the L2 norms of embed_sentences' rows", atol=1e-5, rtol=0,
+                 hint=HINT_NORM)
+
+
+def _long_text():
+    return " ".join(_docs()[17:21])  # four lecture notes: about 350 WordPiece tokens
+
+
+def test_embed_truncates_at_256_tokens(student, minilm):
+    """A text longer than 256 tokens is truncated at 256 tokens, as sentence-transformers does (slide 69)"""
+    texts = [_long_text(), "A short one."]
+    n_tokens = len(pretrained.minilm_tokenizer().encode(texts[0]).ids)
+    what = f"embed_sentences on a text of {n_tokens} tokens (with the tokenizer's default, truncated at 128)"
+    out, _ = _embed(student, minilm, texts)
+    assert_shape(out, (2, 384), what=what)
+    expected = _expected(minilm, texts)
+    _assert_matches(out, expected, what=what, atol=ATOL, rtol=0,
+                    candidates=[(HINT_128, lambda: _variant(minilm, texts, max_tokens=128)),
+                                (HINT_NO_TRUNC, lambda: _variant(minilm, texts, max_tokens=None))],
+                    default="Truncate at 256 tokens: tokenizer.enable_truncation(max_length=256).")
+
+
+def test_embed_pads_to_longest_in_batch(student, minilm):
+    """embed_sentences pads each batch to its longest text, not to a fixed 128"""
+    texts = SENTENCES[:4]
+    _, shapes = _embed(student, minilm, texts, batch_size=2)
+    tok = pretrained.minilm_tokenizer()
+    tok.no_padding()
+    tok.enable_truncation(max_length=256)
+    lengths = [len(e.ids) for e in tok.encode_batch(texts)]
+    expected = [[2, max(lengths[0:2])], [2, max(lengths[2:4])]]
+    if shapes != expected:
+        raise AssertionError(
+            f"embed_sentences(4 texts, batch_size=2) called the model with input_ids of shapes {shapes}; expected "
+            f"{expected}: batches of batch_size texts, each padded to its longest text. tokenizer.json pads to a "
+            "fixed 128; tokenizer.enable_padding() without a length pads to the longest in the batch.")
+
+
+# ----------------------------------------------------------------------------- top_k
+
+def _pair(out, what):
+    if not (isinstance(out, (list, tuple)) and len(out) == 2):
+        raise AssertionError(f"{what} must return the pair (scores, indices), got {type(out).__name__}")
+    return out
+
+
+def test_top_k_values_and_order(student):
+    """top_k returns the k highest cosine similarities, highest first, and their document indices"""
+    gen = torch.Generator().manual_seed(5)
+    queries = torch.randn(3, 6, generator=gen)
+    docs = torch.randn(9, 6, generator=gen) * torch.tensor([0.1, 5.0, 1.0, 0.3, 2.0, 8.0, 0.5, 1.0, 3.0])[:, None]
+    what = "top_k(queries (3, 6), documents (9, 6) of different lengths, k=4)"
+    scores, indices = _pair(student.top_k(queries, docs, 4), what)
+    scores = assert_shape(scores, (3, 4), what=f"{what}: scores")
+    indices = assert_shape(indices, (3, 4), what=f"{what}: indices")
+    exp_scores, exp_indices = R().top_k(queries, docs, 4)
+    dots = queries @ docs.T
+    cos = F.normalize(queries, dim=-1) @ F.normalize(docs, dim=-1).T
+    if not np.array_equal(indices, exp_indices.numpy()):
+        if np.array_equal(indices, torch.sort(dots, dim=-1, descending=True).indices[:, :4].numpy()):
+            hint = ("You ranked by the raw dot product; cosine similarity divides by both vectors' lengths "
+                    "(normalise queries and documents first).")
+        elif np.array_equal(indices, torch.sort(cos, dim=-1).indices[:, :4].numpy()):
+            hint = "You return the k LEAST similar documents, lowest first: sort in descending order."
+        elif np.array_equal(indices, exp_indices.flip(-1).numpy()):
+            hint = "The right documents in reverse order: highest score first."
+        else:
+            hint = "Rank every document by cosine similarity, highest first, and keep the first k."
+        raise AssertionError(f"{what} returned indices {indices.tolist()}, expected {exp_indices.tolist()}. {hint}")
+    assert_close(scores, exp_scores, what=f"{what}: scores", atol=1e-5, rtol=1e-5,
+                 hint="The scores are the cosine similarities (between -1 and 1) of the returned documents.")
+
+
+def test_top_k_ties_keep_lower_index(student):
+    """top_k breaks ties by the lower document index"""
+    docs = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 1.0], [3.0, 4.0, 0.0], [6.0, 8.0, 0.0],
+                         [0.0, 1.0, 0.0], [0.0, 0.0, -1.0]])
+    queries = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 2.0]])
+    what = "top_k(queries (2, 3), documents (6, 3) with equal cosines, k=4)"
+    _, indices = _pair(student.top_k(queries, docs, 4), what)
+    indices = assert_shape(indices, (2, 4), what=f"{what}: indices")
+    expected = [[0, 2, 3, 4], [1, 0, 2, 3]]
+    if indices.tolist() != expected:
+        raise AssertionError(
+            f"{what} returned {indices.tolist()}, expected {expected}: documents 0, 2 and 3 have the same direction "
+            "(cosine 1 with query 0), and documents 0, 2, 3, 4 tie at cosine 0 for query 1; equal scores keep the "
+            "lower index first. torch.topk does not promise an order for ties: use "
+            "torch.sort(scores, descending=True, stable=True).")
+
+
+def test_top_k_k_larger_than_documents_raises(student):
+    """top_k raises ValueError when k is larger than the number of documents"""
+    with raises_student(ValueError, what="top_k(queries (2, 4), documents (3, 4), k=4)"):
+        student.top_k(torch.ones(2, 4), torch.eye(3, 4), 4)
+
+
+def test_top_k_k_equal_to_documents(student):
+    """top_k with k equal to the number of documents ranks all of them"""
+    docs = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])
+    what = "top_k(query [[1, 0]], 3 documents, k=3)"
+    scores, indices = _pair(student.top_k(torch.tensor([[1.0, 0.0]]), docs, 3), what)
+    assert_shape(indices, (1, 3), what=f"{what}: indices")
+    if as_array(indices).tolist() != [[0, 1, 2]]:
+        raise AssertionError(f"{what} returned {as_array(indices).tolist()}, expected [[0, 1, 2]] (k == number of "
+                             "documents is allowed)")
+
+
+# ----------------------------------------------------------------------------- end to end
+
+def test_retrieval_on_lecture_notes(student, minilm):
+    """Searching the lecture notes finds a relevant note in the top 3 for the hidden questions (slide 70)"""
+    docs = _docs()
+    cases = _jsonl(paths.HIDDEN_TESTS / "data" / f"{STAGE}_queries.jsonl")
+    ids = [d["id"] for d in _jsonl(paths.ASSIGNMENTS / STAGE / "data" / "docs.jsonl")]
+    questions = [c["query"] for c in cases]
+    reply = student.probe("retrieve", encoder=minilm["spec"], tokenizer_path=minilm["tokenizer"],
+                          documents=docs, queries=questions, k=TOP_K)
+    if "bad_return" in reply:
+        raise AssertionError(f"top_k must return the pair (scores, indices), got {reply['bad_return']}")
+    what = f"top_k(embed_sentences({len(questions)} questions), embed_sentences({len(docs)} notes), k={TOP_K})"
+    got = assert_shape(reply["indices"], (len(questions), TOP_K), what=what)
+
+    ref_scores, ref_idx = R().top_k(_expected(minilm, questions), _expected(minilm, docs), TOP_K)
+
+    def hits(rows):
+        return [any(ids[j] in c["relevant"] for j in row) for c, row in zip(cases, rows)]
+
+    mine, theirs = hits(got.tolist()), hits(ref_idx.tolist())
+    if sum(mine) < sum(theirs) - 1:
+        missed = [c["query"] for c, ok in zip(cases, mine) if not ok][:3]
+        raise AssertionError(
+            f"{what}: a relevant note is in your top {TOP_K} for {sum(mine)} of {len(cases)} questions; the "
+            f"reference finds {sum(theirs)}. Missed e.g.: {missed}. Check the embedding recipe (mean pooling over "
+            "real tokens, L2 normalisation) and that top_k sorts by cosine, highest first.")

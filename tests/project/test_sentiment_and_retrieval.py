@@ -1,0 +1,257 @@
+"""Stages 8 and 9 against the real data, an oracle and a baseline.
+
+* The data preparation is reproducible: make_splits.py regenerates the shipped
+  train/dev files and the hidden test split byte for byte; the splits are
+  disjoint, balanced and small.
+* Fine-tuning all-MiniLM-L6-v2 (the reference BertModel of stage 7 filled by
+  load_pretrained_bert) with the reference train_classifier on 1200 training
+  tweets for one epoch (~1 min of CPU on one thread) beats a bag-of-words
+  logistic regression (scikit-learn, project tests only) trained on the whole
+  training split, on the same hidden test split. Run with -s for the figures.
+* embed_sentences matches transformers.BertModel + the tokenizer of the same
+  checkpoint (truncation 256, padding to the longest) + mean pooling + L2
+  normalisation to 1e-4 (sentence-transformers' recipe for all-MiniLM-L6-v2);
+  transformers is a test-time oracle only.
+* top-k search over the shipped lecture notes answers the example and the
+  hidden questions.
+* The lecture's demonstration (slides 66-67): BERT gives "great" two different
+  vectors in "Pizza is great!" and "My cellphone's broken, great." while the
+  static word embedding gives the same one; the handout's code for it runs.
+"""
+import importlib.util
+import json
+import re
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader import pretrained
+
+ROOT = Path(__file__).resolve().parents[2]
+A08_DATA = ROOT / "assignments" / "a08_sentiment" / "data"
+A09_DATA = ROOT / "assignments" / "a09_retrieval" / "data"
+HIDDEN_DATA = ROOT / "tests" / "hidden" / "data"
+ATOL = 1e-4
+
+# Fine-tuning budget of the comparison with the baseline (measured: ~55 s CPU on one thread, acc ~0.88)
+FT_TRAIN = 1200
+FT_MAX_TOKENS = 32
+FT_KWARGS = dict(epochs=1, lr=1e-4, batch_size=32, seed=0)
+FT_CPU_BUDGET_S = 150  # generous bound on the process CPU time of fine-tuning + predicting
+
+
+def _load(path, name, deps=()):
+    """Import ROOT/path as module `name`, with `deps` {import name: module} visible only meanwhile."""
+    saved = {k: sys.modules.get(k) for k, _ in deps}
+    sys.modules.update(dict(deps))
+    try:
+        spec = importlib.util.spec_from_file_location(name, ROOT / path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+REF_A05 = _load("solutions/a05_encoder.py", "_sr_a05")
+REF_A07 = _load("solutions/a07_bert_mlm.py", "_sr_a07", [("a05_encoder", REF_A05)])
+REF_A08 = _load("solutions/a08_sentiment.py", "_sr_a08")
+REF_A09 = _load("solutions/a09_retrieval.py", "_sr_a09")
+MAKE_SPLITS = _load("assignments/a08_sentiment/data/make_splits.py", "_sr_make_splits")
+
+
+def _jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _minilm(dropout=0.1):
+    c = pretrained.minilm_config()
+    model = REF_A07.BertModel(vocab_size=c["vocab_size"], hidden_size=c["hidden_size"],
+                              num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
+                              intermediate_size=c["intermediate_size"],
+                              max_position_embeddings=c["max_position_embeddings"],
+                              type_vocab_size=c["type_vocab_size"], dropout=dropout,
+                              layer_norm_eps=c["layer_norm_eps"], pad_id=c["pad_token_id"])
+    return REF_A07.load_pretrained_bert(model, pretrained.minilm_dir())
+
+
+def _tokenize(texts, max_tokens):
+    tok = pretrained.minilm_tokenizer()
+    tok.enable_truncation(max_length=max_tokens)
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    enc = tok.encode_batch(list(texts))
+    return torch.tensor([e.ids for e in enc]), torch.tensor([e.attention_mask for e in enc])
+
+
+# ----------------------------------------------------------------------------- data
+
+def test_splits_are_reproducible_disjoint_and_balanced(tmp_path):
+    MAKE_SPLITS.main(["--out", str(tmp_path), "--hidden-out", str(tmp_path / "test.jsonl")])
+    for name, shipped in (("train.jsonl", A08_DATA / "train.jsonl"), ("dev.jsonl", A08_DATA / "dev.jsonl"),
+                          ("test.jsonl", HIDDEN_DATA / "a08_sentiment_test.jsonl")):
+        assert (tmp_path / name).read_bytes() == shipped.read_bytes(), f"{shipped} is not what make_splits.py makes"
+    parts = {n: _jsonl(tmp_path / f"{n}.jsonl") for n in ("train", "dev", "test")}
+    ids = {n: {r["id"] for r in rows} for n, rows in parts.items()}
+    texts = {n: {r["text"].lower() for r in rows} for n, rows in parts.items()}
+    for a, b in (("train", "dev"), ("train", "test"), ("dev", "test")):
+        assert not ids[a] & ids[b] and not texts[a] & texts[b], f"{a} and {b} overlap"
+    for n, rows in parts.items():
+        labels = [r["label"] for r in rows]
+        assert set(labels) == {0, 1} and sum(labels) * 2 == len(labels), f"{n} is not balanced"
+        assert not any(re.search(r"https?://|@[A-Za-z0-9_]*[A-Za-z0-9]", r["text"].replace("@user", ""))
+                       for r in rows), f"{n}: a URL or @mention survived the cleaning"
+    assert sum(p.stat().st_size for p in A08_DATA.glob("*.jsonl")) < 1_000_000
+
+
+# ----------------------------------------------------------------------------- sentiment vs baseline
+
+@pytest.fixture(scope="module")
+def sentiment_data():
+    train = _jsonl(A08_DATA / "train.jsonl")
+    test = _jsonl(HIDDEN_DATA / "a08_sentiment_test.jsonl")
+    return train, test
+
+
+def test_finetuned_minilm_beats_bag_of_words(sentiment_data):
+    sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")
+    from sklearn.linear_model import LogisticRegression
+
+    train, test = sentiment_data
+    y_test = np.array([r["label"] for r in test])
+
+    # baseline: TF-IDF of words and word pairs + logistic regression, on all training tweets and on the same subset
+    bow = {}
+    for name, rows in (("all", train), ("subset", train[:FT_TRAIN])):
+        vec = sklearn_text.TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+        x = vec.fit_transform([r["text"] for r in rows])
+        clf = LogisticRegression(C=10.0, max_iter=2000).fit(x, [r["label"] for r in rows])
+        bow[name] = float((clf.predict(vec.transform([r["text"] for r in test])) == y_test).mean())
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        wall, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
+        torch.manual_seed(0)
+        model = REF_A08.SentimentClassifier(_minilm(), pooling="mean")
+        ids, mask = _tokenize([r["text"] for r in train[:FT_TRAIN]], FT_MAX_TOKENS)
+        labels = torch.tensor([r["label"] for r in train[:FT_TRAIN]])
+        losses = REF_A08.train_classifier(model, ids, mask, labels, **FT_KWARGS)
+        t_ids, t_mask = _tokenize([r["text"] for r in test], FT_MAX_TOKENS)
+        pred = REF_A08.predict(model, t_ids, t_mask).numpy()
+        cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime - cpu
+        wall = time.perf_counter() - wall
+    finally:
+        torch.set_num_threads(threads)
+    acc = float((pred == y_test).mean())
+    print(f"\nsentiment, hidden test split ({len(test)} tweets): fine-tuned MiniLM ({FT_TRAIN} tweets, 1 epoch, "
+          f"mean pooling, loss {losses[0]:.3f}) accuracy {acc:.3f} in {cpu:.0f} s CPU / {wall:.0f} s wall; "
+          f"bag-of-words logistic regression: {bow['all']:.3f} ({len(train)} tweets), "
+          f"{bow['subset']:.3f} ({FT_TRAIN} tweets)")
+    assert not model.training
+    assert acc > max(bow.values()), (acc, bow)
+    assert acc >= 0.85, acc
+    assert cpu < FT_CPU_BUDGET_S, f"fine-tuning took {cpu:.0f} s of CPU"
+
+
+# ----------------------------------------------------------------------------- retrieval
+
+@pytest.fixture(scope="module")
+def minilm_eval():
+    return _minilm().eval()
+
+
+def test_embed_sentences_matches_transformers(minilm_eval):
+    pretrained.offline_env()
+    transformers = pytest.importorskip("transformers")
+    docs = [f"{d['title']}. {d['text']}" for d in _jsonl(A09_DATA / "docs.jsonl")]
+    long_text = " ".join(docs[17:21])
+    sentences = ["Pizza is great!", "My cellphone's broken, great.", "Hi", long_text, docs[0], "Attention!"]
+
+    config = pretrained.minilm_config()
+    hf_config = transformers.BertConfig(**{k: v for k, v in config.items() if not k.startswith("_")},
+                                        attn_implementation="eager")
+    hf = transformers.BertModel(hf_config, add_pooling_layer=False).eval()
+    result = hf.load_state_dict(pretrained.minilm_state(), strict=False)
+    assert not result.missing_keys, result.missing_keys
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(pretrained.minilm_dir()))
+    batch = hf_tok(sentences, padding=True, truncation=True, max_length=256, return_tensors="pt")
+    assert batch["input_ids"].shape[1] == 256  # the long text was cut at 256 tokens
+    with torch.no_grad():
+        hidden = hf(**batch).last_hidden_state
+    w = batch["attention_mask"].unsqueeze(-1).float()
+    expected = F.normalize((hidden * w).sum(1) / w.sum(1), p=2, dim=1)
+
+    for batch_size in (2, 64):
+        got = REF_A09.embed_sentences(minilm_eval, pretrained.minilm_tokenizer(), sentences, batch_size=batch_size)
+        diff = (got - expected).abs().max().item()
+        print(f"\nembed_sentences vs transformers + mean pooling + L2 (batch_size={batch_size}): max |diff| {diff:.2e}")
+        assert got.shape == (len(sentences), 384)
+        assert diff <= ATOL
+
+
+def test_top_k_search_over_lecture_notes(minilm_eval):
+    notes = _jsonl(A09_DATA / "docs.jsonl")
+    docs = REF_A09.embed_sentences(minilm_eval, pretrained.minilm_tokenizer(),
+                                   [f"{d['title']}. {d['text']}" for d in notes])
+    for path in (A09_DATA / "example_queries.jsonl", HIDDEN_DATA / "a09_retrieval_queries.jsonl"):
+        cases = _jsonl(path)
+        queries = REF_A09.embed_sentences(minilm_eval, pretrained.minilm_tokenizer(), [c["query"] for c in cases])
+        scores, idx = REF_A09.top_k(queries, docs, 3)
+        assert torch.all(scores[:, :-1] >= scores[:, 1:])
+        hits = [any(notes[j]["id"] in c["relevant"] for j in row) for c, row in zip(cases, idx.tolist())]
+        top1 = [notes[row[0]]["id"] in c["relevant"] for c, row in zip(cases, idx.tolist())]
+        print(f"\n{path.name}: relevant note in the top 3 for {sum(hits)}/{len(cases)}, first for {sum(top1)}")
+        for c, row, s in list(zip(cases, idx.tolist(), scores.tolist()))[:4]:
+            print(f"  {c['query']!r}: " + ", ".join(f"{notes[j]['id']} {notes[j]['title']!r} ({v:.2f})"
+                                                  for j, v in zip(row, s)))
+        assert sum(hits) == len(cases)
+        assert sum(top1) >= 0.75 * len(cases)
+
+
+# ----------------------------------------------------------------------------- the lecture's demonstration
+
+def test_great_gets_two_vectors_from_bert_and_one_from_word_embeddings(minilm_eval):
+    tok = pretrained.minilm_tokenizer()
+    tok.no_padding()
+    contextual, static = [], []
+    for sentence in ("Pizza is great!", "My cellphone's broken, great."):
+        enc = tok.encode(sentence)
+        pos = enc.tokens.index("great")
+        with torch.no_grad():
+            contextual.append(minilm_eval(torch.tensor([enc.ids]))[0, pos])
+        static.append(minilm_eval.embeddings.word_embeddings.weight[enc.ids[pos]].detach())
+    bert_cos = F.cosine_similarity(contextual[0], contextual[1], dim=0).item()
+    static_cos = F.cosine_similarity(static[0], static[1], dim=0).item()
+    print(f"\n'great': cosine of BERT's two vectors {bert_cos:.3f}; of the word-embedding rows {static_cos:.3f}")
+    assert bert_cos < 0.9
+    assert static_cos == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("handout", ["README.md", "README.ko.md"])
+def test_handout_great_demo_runs(handout, capsys):
+    text = (ROOT / "assignments" / "a08_sentiment" / handout).read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "bert_cos" in b]
+    assert len(blocks) == 1, "the handout should hold one code block for the 'great' demonstration"
+    saved = sys.modules.get("a07_bert_mlm")
+    sys.modules["a07_bert_mlm"] = REF_A07
+    try:
+        namespace = {}
+        exec(compile(blocks[0], f"{handout}:great-demo", "exec"), namespace)
+    finally:
+        if saved is None:
+            sys.modules.pop("a07_bert_mlm", None)
+        else:
+            sys.modules["a07_bert_mlm"] = saved
+    assert namespace["bert_cos"] < 0.9 and namespace["static_cos"] == pytest.approx(1.0, abs=1e-6)
+    assert "cos" in capsys.readouterr().out
