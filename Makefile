@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup grade check test starter release gradescope bench notebooks clean
+.PHONY: setup grade check test starter release gradescope bench notebooks catalogue clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ check: $(STAMP)
 
 ## test: the project's own tests (reference full marks, starter zero, mutants caught, ...)
 test: $(STAMP)
-	$(PY) -m pytest tests/project -q -p no:cacheprovider
+	$(PY) -m pytest tests/project -q -p no:cacheprovider -n 2 --dist loadgroup
 
 ## starter: regenerate starter/ from solutions/, then the notebooks (they are built from starter/)
 starter: $(STAMP)
@@ -36,6 +36,10 @@ starter: $(STAMP)
 ## notebooks: regenerate assignments/aNN_*/aNN_*.ipynb from the handouts and starter/
 notebooks: $(STAMP)
 	$(PY) -m grader.notebook_build
+
+## catalogue: grade every catalogued mistake, core and extended (slow; `make test` grades the core)
+catalogue: $(STAMP)
+	$(PY) -m grader.mutants --extended
 
 release: $(STAMP)
 	$(PY) -m grader release $(or $(OUT),dist/student)

@@ -1,10 +1,14 @@
 """The catalogue of realistic student mistakes (``tests/mutants/*.toml``).
 
-    python -m grader.mutants a02_softmax     # grade each mutant of a stage, print score and feedback
+    python -m grader.mutants a02_softmax              # each core mutant of a stage: score and feedback
+    python -m grader.mutants a06_decoder --extended   # core and extended catalogues
+    python -m grader.mutants a06_decoder greedy_calls_forward pre_ln_decoder_layer   # some of them
 
 A mutant is the reference submission with a few exact find/replace edits in
-one stage module. ``make test`` grades every mutant and asserts that its stage
-loses points and that the feedback names the mistake.
+one stage module. ``make test`` grades every mutant of the core catalogue
+(``tests/mutants/*.toml``) and asserts that its stage loses points and that the
+feedback names the mistake; ``tests/mutants/extended/`` holds more mistakes,
+graded by ``make catalogue``.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from pathlib import Path
 from . import paths
 
 CATALOGUE = paths.TESTS / "mutants"
+EXTENDED = CATALOGUE / "extended"
 ALTERNATIVES = paths.TESTS / "alternatives"
 
 
@@ -35,9 +40,13 @@ class Mutant:
         return f"{self.stage}:{self.id}"
 
 
-def load(stage: str | None = None) -> list:
+def load(stage: str | None = None, extended: bool = False) -> list:
+    """The core catalogue (and the extended one too if ``extended``)."""
     mutants = []
-    for path in sorted(CATALOGUE.glob("a[0-9][0-9]_*.toml")):
+    files = sorted(CATALOGUE.glob("a[0-9][0-9]_*.toml"))
+    if extended:
+        files += sorted(EXTENDED.glob("a[0-9][0-9]_*.toml"))
+    for path in files:
         if stage and path.stem != stage:
             continue
         with open(path, "rb") as f:
@@ -93,9 +102,13 @@ def failed_feedback(stage_report: dict) -> str:
 def main(argv=None) -> int:
     from . import run
     argv = sys.argv[1:] if argv is None else argv
-    stage = argv[0] if argv else None
+    extended = "--extended" in argv
+    words = [a for a in argv if not a.startswith("--")]
+    stage, only = (words[0], set(words[1:])) if words else (None, set())
     with tempfile.TemporaryDirectory() as tmp:
-        for m in load(stage):
+        for m in load(stage, extended):
+            if only and m.id not in only:
+                continue
             sub = build_submission(m, Path(tmp) / m.stage / m.id)
             rep = run.grade(str(sub), stage_ids=[m.stage], fast_only=not m.needs_slow)
             s = rep["stages"][0]
@@ -106,7 +119,7 @@ def main(argv=None) -> int:
             print(f"{verdict:9} {m.key}: {m.description} — {s['score']:.2f}/{s['max_score']:.0f}")
             if lost > 0:
                 print(f"          {failed_feedback(s)[:600]}")
-        for st, path in alternatives(stage):
+        for st, path in ([] if only else alternatives(stage)):
             rep = run.grade(str(build_alternative(st, path, Path(tmp) / "alt" / st / path.stem)), stage_ids=[st])
             s = rep["stages"][0]
             verdict = "FULL" if s["score"] == s["max_score"] else "UNFAIR"

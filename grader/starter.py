@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
 from . import paths
 

@@ -7,7 +7,6 @@ blow up (too many entries, too many bytes).
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import stat

@@ -38,11 +38,20 @@ def stage_of(report, stage_id):
     return next(s for s in report["stages"] if s["id"] == stage_id)
 
 
-CATALOGUE_STATS = {"mutants": [], "alternatives": []}
+CATALOGUE = {"mutant": [], "alternative": []}
+
+
+def pytest_runtest_logreport(report):
+    """Count catalogue outcomes (runs in the xdist controller too, which sees every report)."""
+    if report.when != "call" or "test_catalogue.py::" not in report.nodeid:
+        return
+    for kind in CATALOGUE:
+        if f"::test_{kind}_" in report.nodeid:
+            CATALOGUE[kind].append(report.passed)
 
 
 def pytest_terminal_summary(terminalreporter):
-    m, a = CATALOGUE_STATS["mutants"], CATALOGUE_STATS["alternatives"]
+    m, a = CATALOGUE["mutant"], CATALOGUE["alternative"]
     if m or a:
         terminalreporter.write_line(
             f"catalogue: mutants caught {sum(m)}/{len(m)}, alternatives full marks {sum(a)}/{len(a)}")

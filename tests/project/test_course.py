@@ -5,8 +5,10 @@ import re
 
 import pytest
 
-from conftest import ROOT, grade_cached, stage_of
+from conftest import grade_cached, stage_of
 from grader import paths, report, stages
+
+pytestmark = pytest.mark.xdist_group("reference")  # shares the graded reference with test_determinism
 
 STAGES = stages.all_stages()
 IDS = [s.id for s in STAGES]

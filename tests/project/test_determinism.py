@@ -5,16 +5,23 @@ from conftest import grade_cached
 from grader import paths
 
 
+pytestmark = pytest.mark.xdist_group("reference")  # reuses test_course's graded reference
+
+
 def per_test(report):
     return {t["id"]: (t["status"], t["score"]) for s in report["stages"] for t in s["tests"]}
 
 
 def test_reference_graded_three_times_in_two_orders_gives_identical_scores():
-    first = grade_cached(paths.SOLUTIONS)  # shared with test_course
-    second = grade_cached(paths.SOLUTIONS, reverse_order=True)
-    third = grade_cached(paths.SOLUTIONS, threads=2)
-    assert per_test(first) == per_test(second) == per_test(third)
-    assert first["score"] == second["score"] == third["score"] == pytest.approx(first["max_score"])
+    """The whole hidden suite once (shared with test_course); then twice more, in
+    reverse order and with two torch threads, without the end-to-end training
+    tests, which are seeded and compared by outcome (time is the reason)."""
+    first = grade_cached(paths.SOLUTIONS)
+    second = grade_cached(paths.SOLUTIONS, reverse_order=True, fast_only=True)
+    third = grade_cached(paths.SOLUTIONS, threads=2, fast_only=True)
+    fast = per_test(second)
+    assert fast and {k: v for k, v in per_test(first).items() if k in fast} == fast == per_test(third)
+    assert first["score"] == pytest.approx(first["max_score"])
 
 
 def test_a_wrong_submission_scores_the_same_in_either_order(tmp_path):

@@ -6,7 +6,6 @@ import subprocess
 import sys
 import zipfile
 
-from conftest import ROOT
 from grader import gradescope, paths
 
 

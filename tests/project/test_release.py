@@ -4,7 +4,6 @@ import re
 import os
 import shutil
 import subprocess
-import sys
 import venv
 
 import pytest
