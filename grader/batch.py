@@ -12,13 +12,18 @@ hidden suites; the outputs go to ``--out`` (default ``grading-out/``)::
     OUT/html/class.html       the class report (instructors only: it shows hidden tests' feedback)
 
 Resumable: a submission is graded again only when what was handed in changed
-(its sha256), the test suite changed (its hash: stage.toml, hidden tests,
-reference solution, probes, stand-ins, hidden data of the stage, the grading
-plugin), or ``--regrade`` is given. Kill it at any point (Ctrl-C, SIGKILL) and
-run the same command again: what was recorded stays, the rest is graded.
-Every report file is written atomically and every grading is one database
-transaction, so nothing is half-written; the CSV and HTML pages are rebuilt
-from the gradebook at the end of every run.
+(its sha256), the test suite changed (its hash: each stage's stage.toml,
+hidden tests, reference solution, probes, stand-ins and hidden data, plus
+grader/testing.py, plugin.py, report.py and tests/grading.ini), or
+``--regrade`` is given. Each grading records the suite hash it really ran
+with; a grade made with an earlier suite is shown as ``outdated`` (scores
+kept) until a run grades it again. Kill the batch at any point (Ctrl-C,
+SIGTERM, SIGKILL) and run the same command again: what was recorded stays, the
+rest is graded. Every report file is written atomically and every grading is
+one database transaction (an interrupt waits for both), so nothing is
+half-written or recorded twice; the CSV and HTML pages are rebuilt from the
+gradebook at the end of every run, interrupted or not. Grading processes die
+with the batch (``PR_SET_PDEATHSIG``), so a killed batch leaves none behind.
 
 A submission that cannot be read gets a row with an error (exit code still 0);
 one that hangs, crashes or eats memory costs only itself.
@@ -45,6 +50,7 @@ from . import paths
 
 SKIP_NAMES = {"__MACOSX", "__pycache__", ".ipynb_checkpoints"}
 INTERRUPTED = 130
+HAS_GRADE = ("graded", "outdated")   # row statuses that come with scores
 
 
 # ---------------------------------------------------------------- what is graded, with what
@@ -222,15 +228,20 @@ def write_csv(path: Path, rows: list, chosen) -> None:
     core_max = sum(s.points for s in chosen if not s.bonus)
     for r in rows:
         rep = r["report"]
-        if r["status"] == "graded" and rep:
+        if r["status"] in HAS_GRADE and rep:
             per = {s["id"]: s["score"] for s in rep["stages"]}
             cells = [_num(per.get(sid, 0.0)) for sid in stage_ids]
             total, bonus = _num(rep["score"]), _num(rep.get("bonus_score", 0.0))
         else:
             cells, total, bonus = [""] * len(stage_ids), "", ""
-        w.writerow([r["job"].id, *cells, total, bonus, _num(core_max), r["status"], r["error"] or "",
+        w.writerow([_cell(r["job"].id), *cells, total, bonus, _num(core_max), r["status"], _cell(r["error"] or ""),
                     r["job"].sha256, r["graded_at"] or ""])
     write_bytes(str(path), buf.getvalue().encode())
+
+
+def _cell(text: str) -> str:
+    """Text a spreadsheet will not run as a formula (a folder or zip name is chosen by the student)."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def _num(x) -> str:
@@ -239,7 +250,7 @@ def _num(x) -> str:
 
 def print_summary(console, rows, chosen, stats: dict) -> None:
     from rich.table import Table
-    graded = [r for r in rows if r["status"] == "graded" and r["report"]]
+    graded = [r for r in rows if r["status"] in HAS_GRADE and r["report"]]
     table = Table(title=f"class summary: {len(graded)} graded of {len(rows)} submissions")
     table.add_column("stage", no_wrap=True)
     for col, just in (("max", "right"), ("mean", "right"), ("median", "right"),
@@ -266,9 +277,15 @@ def print_summary(console, rows, chosen, stats: dict) -> None:
     table.add_section()
     add("total", sum(s.points for s in chosen if not s.bonus), [r["report"]["score"] for r in graded], 0)
     console.print(table)
-    bad = [r for r in rows if r["status"] != "graded"]
+    bad = [r for r in rows if r["status"] not in ("graded", "outdated", "pending")]
     for r in bad:
         console.print(f"[red]{r['status']:>10}[/] {r['job'].id}: {r['error']}", highlight=False, markup=True)
+    outdated = [r["job"].id for r in rows if r["status"] == "outdated"]
+    if outdated:
+        more = ", …" if len(outdated) > 5 else ""
+        console.print(f"[yellow]outdated[/]: {len(outdated)} grade(s) were made with an earlier version of the "
+                      f"tests ({', '.join(outdated[:5])}{more}); run the batch again to grade them with the "
+                      "current tests", highlight=False)
     line = (f"found {stats['found']}, graded now {stats['graded']}, already graded {stats['skipped']}, "
             f"unreadable {stats['unreadable']}, errors {stats['errors']}")
     if stats.get("pending"):
@@ -307,20 +324,21 @@ def main(args) -> int:
     stage_list = [s for s in (args.stages or "").split(",") if s] or None
     return run_batch(args.submissions_dir, out=args.out, workers=args.workers, gradebook_url=args.gradebook,
                      stage_ids=stage_list, executor=args.executor, scheduler=args.scheduler,
-                     regrade=args.regrade)
+                     regrade=args.regrade, reveal_after_due=getattr(args, "reveal_after_due", False))
 
 
 def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=None, stage_ids=None,
               executor="local", scheduler=None, regrade=False, console=None, target=None,
-              timeout_s=None) -> int:
-    from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+              timeout_s=None, reveal_after_due=False) -> int:
+    """Grade the class in ``submissions_dir``; return the exit code (0 ran, 2 usage error, 130 interrupted).
 
-    from . import html_report, run, stages
-    from .atomic import write_json
-    from .executors import DEFAULT_TARGET, DaskExecutor, LocalExecutor
-    from .gradebook import Gradebook, default_url, redact
+    ``target`` ("module:function") replaces the grading function of the local executor and
+    ``timeout_s`` its per-submission wall-clock budget (tests use both); ``console`` is a rich Console;
+    ``reveal_after_due`` publishes the feedback of ``after_due_date`` tests on the students' pages.
+    """
+    from rich.console import Console
+
+    from . import stages
 
     if console is None:
         console = Console()
@@ -342,8 +360,71 @@ def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=No
     if lock is None:
         print(f"error: another batch is writing to {out_dir}; wait for it or stop it", file=sys.stderr)
         return 2
+    try:
+        return _run_locked(subs, out_dir, chosen, workers=workers, gradebook_url=gradebook_url, executor=executor,
+                           scheduler=scheduler, regrade=regrade, console=console, target=target, timeout_s=timeout_s,
+                           reveal_after_due=reveal_after_due)
+    except KeyboardInterrupt:
+        print("interrupted before grading started; nothing was recorded", file=sys.stderr)
+        return INTERRUPTED
+    finally:
+        lock.close()
+
+
+class _Deferred:
+    """SIGINT / SIGTERM raise KeyboardInterrupt, except while a result is being stored: then the
+    interrupt waits until the report file and the database transaction are both done."""
+
+    def __init__(self):
+        self.critical = False
+        self.pending = False
+        self.old = {}
+
+    def handler(self, signum, frame):
+        if self.critical:
+            self.pending = True
+            return
+        raise KeyboardInterrupt
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.old[sig] = signal.getsignal(sig)
+            signal.signal(sig, self.handler)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self.old.items():
+            signal.signal(sig, old)
+        return False
+
+    def store(self, fn, *args, **kw):
+        self.critical = True
+        try:
+            fn(*args, **kw)
+        finally:
+            self.critical = False
+        if self.pending:
+            raise KeyboardInterrupt
+
+
+def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, executor, scheduler, regrade,
+                console, target, timeout_s, reveal_after_due=False) -> int:
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    from . import html_report, run
+    from .atomic import write_json
+    from .executors import DEFAULT_TARGET, DaskExecutor, LocalExecutor, Outcome
+    from .gradebook import Gradebook, default_url, redact
+
     url = gradebook_url or default_url(str(out_dir))
-    book = Gradebook(url)
+    try:
+        book = Gradebook(url)
+    except (ArgumentError, OperationalError, ImportError) as exc:
+        print(f"error: cannot open the gradebook {redact(url) if '://' in url else url}: "
+              f"{str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
     suite = suite_hash(chosen)
     abandoned = book.mark_abandoned()
     jobs, ignored = discover(subs, exclude=[out_dir])
@@ -356,10 +437,15 @@ def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=No
     gradable = [j for j in todo if not j.unreadable]
     hide = [str(subs), str(out_dir)]
     budget = timeout_s or (sum(s.time_limit_s for s in chosen) + run.PYTEST_SLACK_S + 90)
-    if executor == "dask":
-        ex = DaskExecutor(scheduler, [s.id for s in chosen], hide, suite)
-    else:
-        ex = LocalExecutor(workers, [s.id for s in chosen], hide, suite, budget, target=target or DEFAULT_TARGET)
+    try:
+        if executor == "dask":
+            ex = DaskExecutor(scheduler, [s.id for s in chosen], hide, suite)
+        else:
+            ex = LocalExecutor(workers, [s.id for s in chosen], hide, suite, budget, target=target or DEFAULT_TARGET)
+    except (OSError, TimeoutError, ValueError) as exc:
+        print(f"error: cannot start the {executor} executor: {exc}", file=sys.stderr)
+        book.close()
+        return 2
     run_id = book.start_run(grader_version=grader_version(), suite_hash=suite,
                             stages=",".join(s.id for s in chosen), submissions_dir=str(subs), out_dir=str(out_dir),
                             executor=ex.describe(), workers=workers if executor == "local" else None,
@@ -371,67 +457,66 @@ def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=No
     reports_dir, stats = out_dir / "reports", {"found": len(jobs), "graded": 0, "unreadable": 0, "errors": 0,
                                                "skipped": len(jobs) - len(todo)}
 
-    def store(job, status, rep, error, worker="", seconds=None):
+    def store(job, outcome):
+        rep = outcome.report
         if rep is None:
-            rep = not_graded_report(job, chosen, error)
+            rep = not_graded_report(job, chosen, outcome.error)
         elif rep["submission"]["sha256"] != job.sha256:  # changed between fingerprint and grading
             job.sha256 = rep["submission"]["sha256"]
         write_json(str(reports_dir / f"{job.slug}.json"), rep)
-        book.record(run_id, student=job.id, path=job.path, fmt=job.format, sha256=job.sha256, suite=suite,
-                    status=status, error=error, report=rep if status == "graded" else None,
-                    worker=worker, duration_s=seconds)
-        key = {"graded": "graded", "unreadable": "unreadable"}.get(status, "errors")
-        stats[key] += 1
+        # a local grading says which suite it really ran (the tests may be edited during a long batch)
+        graded_with = outcome.extra.get("suite_hash") or suite
+        book.record(run_id, student=job.id, path=job.path, fmt=job.format, sha256=job.sha256, suite=graded_with,
+                    status=outcome.status, error=outcome.error,
+                    report=rep if outcome.status == "graded" else None,
+                    worker=outcome.worker, duration_s=outcome.seconds)
+        stats[{"graded": "graded", "unreadable": "unreadable"}.get(outcome.status, "errors")] += 1
 
-    old_handler = signal.getsignal(signal.SIGTERM)
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
     status, start = "finished", time.monotonic()
     progress = Progress(SpinnerColumn(), TextColumn("[bold]grading[/]"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TextColumn("ETA"),
                         TimeRemainingColumn(), console=console, transient=False)
-    try:
-        with progress:
-            task = progress.add_task("grading", total=len(todo), last="")
-            for job in todo:
-                if job.unreadable:
-                    store(job, "unreadable", None, job.unreadable)
-                    progress.console.print(f"[red]unreadable[/] {job.id}: {job.unreadable}", highlight=False)
+    with _Deferred() as guard:
+        try:
+            with progress:
+                task = progress.add_task("grading", total=len(todo), last="")
+                for job in todo:
+                    if job.unreadable:
+                        guard.store(store, job, Outcome("unreadable", error=job.unreadable))
+                        progress.console.print(f"[red]unreadable[/] {job.id}: {job.unreadable}", highlight=False)
+                        progress.update(task, advance=1, last=job.id)
+                for job, outcome in ex.run(gradable):
+                    guard.store(store, job, outcome)
+                    if outcome.status == "graded":
+                        rep = outcome.report
+                        progress.console.print(f"[green]graded[/] {job.id}: {rep['score']:g}/{rep['max_score']:g} "
+                                               f"({outcome.seconds:.1f} s)", highlight=False)
+                    else:
+                        progress.console.print(f"[red]{outcome.status}[/] {job.id}: {outcome.error}",
+                                               highlight=False)
                     progress.update(task, advance=1, last=job.id)
-            for job, outcome in ex.run(gradable):
-                store(job, outcome.status, outcome.report, outcome.error, outcome.worker, outcome.seconds)
-                if outcome.status == "graded":
-                    rep = outcome.report
-                    progress.console.print(f"[green]graded[/] {job.id}: {rep['score']:g}/{rep['max_score']:g} "
-                                           f"({outcome.seconds:.1f} s)", highlight=False)
-                else:
-                    progress.console.print(f"[red]{outcome.status}[/] {job.id}: {outcome.error}", highlight=False)
-                progress.update(task, advance=1, last=job.id)
-    except KeyboardInterrupt:
-        status = "interrupted"
-        console.print("[yellow]interrupted[/]: stopping the gradings in flight; what was recorded stays. "
-                      "Run the same command again to finish.", highlight=False)
-    finally:
-        ex.close(cancel=status != "finished")
-        signal.signal(signal.SIGTERM, old_handler)
-    stats["seconds"] = time.monotonic() - start
-    try:
-        rows = _current_rows(book, suite, jobs, reports_dir)
-        stats["pending"] = sum(r["status"] == "pending" for r in rows)
-        write_csv(out_dir / "grades.csv", rows, chosen)
-        html_report.write_all(out_dir / "html", rows, chosen, suite=suite, run_id=run_id)
-        print_summary(console, rows, chosen, stats)
-        console.print(f"outputs: {out_dir / 'grades.csv'}, {reports_dir}/, {out_dir / 'html' / 'class.html'}",
-                      highlight=False)
-    finally:
-        _readable_outputs(out_dir)
-        book.finish_run(run_id, status, n_graded=stats["graded"], n_skipped=stats["skipped"],
-                        n_errors=stats["errors"] + stats["unreadable"])
-        book.close()
-        lock.close()
+        except KeyboardInterrupt:
+            status = "interrupted"
+            console.print("[yellow]interrupted[/]: stopping the gradings in flight; what was recorded stays. "
+                          "Run the same command again to finish.", highlight=False)
+        finally:
+            ex.close(cancel=status != "finished")
+        stats["seconds"] = time.monotonic() - start
+        guard.critical = True  # a second Ctrl-C no longer interrupts writing the outputs
+        try:
+            rows = _current_rows(book, suite_hash(chosen), jobs, reports_dir)
+            stats["pending"] = sum(r["status"] == "pending" for r in rows)
+            write_csv(out_dir / "grades.csv", rows, chosen)
+            html_report.write_all(out_dir / "html", rows, chosen, suite=suite, run_id=run_id,
+                                  reveal_after_due=reveal_after_due)
+            print_summary(console, rows, chosen, stats)
+            console.print(f"outputs: {out_dir / 'grades.csv'}, {reports_dir}/, {out_dir / 'html' / 'class.html'}",
+                          highlight=False)
+        finally:
+            _readable_outputs(out_dir)
+            book.finish_run(run_id, status, n_graded=stats["graded"], n_skipped=stats["skipped"],
+                            n_errors=stats["errors"] + stats["unreadable"])
+            book.close()
     return INTERRUPTED if status == "interrupted" else 0
 
 
@@ -450,10 +535,12 @@ def _readable_outputs(out_dir: Path) -> None:
 
 
 def _current_rows(book, suite, jobs, reports_dir: Path) -> list:
-    """Each submission of the folder with its latest grading under ``suite`` (``pending`` if none);
-    a report file missing on disk is rewritten from the gradebook."""
+    """Each submission of the folder with its latest grading (``pending`` if none). A grading made
+    with another version of the tests than ``suite`` (the current one) is ``outdated``: its scores
+    stand until the next run grades it again. A report file missing on disk is rewritten from the
+    gradebook."""
     from .atomic import write_json
-    latest = book.latest(suite, [(j.id, j.sha256) for j in jobs])
+    latest = book.latest([(j.id, j.sha256) for j in jobs])
     rows = []
     for job in jobs:
         g = latest.get((job.id, job.sha256))
@@ -468,6 +555,9 @@ def _current_rows(book, suite, jobs, reports_dir: Path) -> list:
         graded_at = g["graded_at"]
         if graded_at is not None and graded_at.tzinfo is None:  # SQLite keeps no time zone: it was UTC
             graded_at = graded_at.replace(tzinfo=dt.timezone.utc)
-        rows.append({"job": job, "status": g["status"], "report": rep, "error": g["error"] or "",
+        status, error = g["status"], g["error"] or ""
+        if g["suite_hash"] != suite and status == "graded":
+            status, error = "outdated", "graded with an earlier version of the tests; run the batch again"
+        rows.append({"job": job, "status": status, "report": rep, "error": error,
                      "graded_at": graded_at.isoformat(timespec="seconds") if graded_at else None})
     return rows

@@ -148,17 +148,46 @@ def child_main(spec_json: str) -> int:
     if os.getppid() != spec["parent"]:  # the batch died before we could ask
         return 3
     start = time.monotonic()
+    suite = None
     try:
-        fn = _import_target(spec.get("target", DEFAULT_TARGET))
-        rep = fn(spec["path"], spec["submission_id"], spec["stage_ids"], spec["hide"], spec["suite_hash"])
+        target = spec.get("target", DEFAULT_TARGET)
+        if target == DEFAULT_TARGET:
+            # Same checkout as the batch: no refusal if the tests were edited since it started; the
+            # grading is recorded under the suite it really ran, and the next run catches up.
+            from . import batch, stages
+            suite = batch.suite_hash(stages.resolve(spec["stage_ids"]))
+        fn = _import_target(target)
+        rep = fn(spec["path"], spec["submission_id"], spec["stage_ids"], spec["hide"], None)
         result = {"status": "graded", "report": rep}
     except Exception as exc:  # noqa: BLE001 - whatever happened is this submission's row
         status, error = _outcome_of_exception(exc)
         result = {"status": status, "error": error}
     result["seconds"] = round(time.monotonic() - start, 3)
+    result["suite_hash"] = suite
     from .atomic import write_json
     write_json(spec["result"], result)
     return 0
+
+
+SCRATCH_PREFIX = "grader-batch-"
+
+
+def _remove_stale_scratch() -> None:
+    """Scratch folders of local batches that were killed (their pid is gone)."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        if not name.startswith(SCRATCH_PREFIX):
+            continue
+        pid = name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        path = os.path.join(root, name)
+        try:
+            if not pid.isdigit() or os.stat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 class LocalExecutor:
@@ -178,8 +207,12 @@ class LocalExecutor:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._pool: cf.ThreadPoolExecutor | None = None
-        self._tmp = tempfile.mkdtemp(prefix="grader-batch-")
-        os.chmod(self._tmp, 0o700)
+        _remove_stale_scratch()
+        # Every grading process gets TMPDIR inside this folder, so that what a killed grading leaves
+        # (its intake copy of the student's files, the worker's scratch) is removed with it. 0711:
+        # the unprivileged worker must be able to cross it to reach its own scratch folder.
+        self._tmp = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+        os.chmod(self._tmp, 0o711)
 
     def describe(self) -> str:
         return f"local ({self.workers} worker{'s' if self.workers > 1 else ''})"
@@ -190,9 +223,12 @@ class LocalExecutor:
         start = time.monotonic()
         result_path = os.path.join(self._tmp, f"{job.slug}.{threading.get_ident()}.json")
         stderr_path = result_path + ".stderr"
+        child_tmp = tempfile.mkdtemp(prefix="tmp-", dir=self._tmp)
+        os.chmod(child_tmp, 0o711)
         spec = {"target": self.target, "path": job.path, "submission_id": job.id, "stage_ids": self.stage_ids,
                 "hide": self.hide, "suite_hash": self.suite_hash, "result": result_path, "parent": os.getpid()}
         env = dict(os.environ)
+        env["TMPDIR"] = child_tmp
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
         with open(stderr_path, "wb") as err:
@@ -211,6 +247,7 @@ class LocalExecutor:
         finally:
             with self._lock:
                 self._live.pop(proc.pid, None)
+            shutil.rmtree(child_tmp, ignore_errors=True)
         if self._stopping.is_set():
             raise cf.CancelledError
         try:
@@ -227,8 +264,9 @@ class LocalExecutor:
                     os.unlink(p)
                 except OSError:
                     pass
+        extra = {"suite_hash": data["suite_hash"]} if data.get("suite_hash") else {}
         return Outcome(data["status"], report=data.get("report"), error=data.get("error", ""),
-                       worker=self._where(), seconds=time.monotonic() - start)
+                       worker=self._where(), seconds=time.monotonic() - start, extra=extra)
 
     @staticmethod
     def _where() -> str:

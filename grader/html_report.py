@@ -24,7 +24,8 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-STATUS_COLOUR = {"graded": "#0969da", "unreadable": "#cf222e", "pending": "#6e7781", "passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "timeout": "#9a6700",
+STATUS_COLOUR = {"graded": "#0969da", "outdated": "#9a6700", "pending": "#6e7781", "unreadable": "#cf222e",
+                 "passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "timeout": "#9a6700",
                  "crashed": "#8250df", "missing": "#6e7781"}
 
 CSS = """
@@ -32,7 +33,8 @@ CSS = """
 * { box-sizing: border-box; }
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", "Noto Sans", "Noto Sans KR", sans-serif; color: var(--fg);
        background: var(--bg); margin: 0 auto; max-width: 1100px; padding: 24px; }
-h1 { font-size: 1.6em; margin: 0 0 4px; } h2 { font-size: 1.25em; margin: 28px 0 8px; border-bottom: 1px solid var(--line); }
+h1 { font-size: 1.6em; margin: 0 0 4px; }
+h2 { font-size: 1.25em; margin: 28px 0 8px; border-bottom: 1px solid var(--line); }
 h3 { font-size: 1.05em; margin: 16px 0 6px; }
 .muted { color: var(--muted); } .small { font-size: .85em; }
 .score-big { font-size: 2.2em; font-weight: 700; }
@@ -43,7 +45,8 @@ th, td { border-bottom: 1px solid var(--line); padding: 6px 8px; text-align: lef
 th { background: var(--soft); font-weight: 600; } th.sortable { cursor: pointer; user-select: none; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; color: #fff; font-size: .8em; font-weight: 600; }
-.feedback { white-space: pre-wrap; background: #fff8f0; border-left: 3px solid #d4a72c; padding: 6px 10px; margin: 4px 0;
+.feedback { white-space: pre-wrap; background: #fff8f0; border-left: 3px solid #d4a72c; padding: 6px 10px;
+            margin: 4px 0;
             font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .88em; }
 .withheld { font-style: italic; color: var(--muted); }
 .nowrap { white-space: nowrap; } .good { color: var(--good); }
@@ -100,7 +103,8 @@ def _page(title: str, body: str) -> str:
 
 
 def _badge(status: str) -> str:
-    return f'<span class="badge status-{esc(status)}" style="background:{STATUS_COLOUR.get(status, "#6e7781")}">{esc(status)}</span>'
+    colour = STATUS_COLOUR.get(status, "#6e7781")
+    return f'<span class="badge status-{esc(status)}" style="background:{colour}">{esc(status)}</span>'
 
 
 def _bar(frac: float) -> str:
@@ -132,7 +136,8 @@ def svg_histogram(values, lo: float, hi: float, *, bins: int = 10, title: str = 
         x = ml + i * bw
         a, b = lo + (hi - lo) * i / bins, lo + (hi - lo) * (i + 1) / bins
         parts.append(f'<rect class="bin" x="{x + 1:.1f}" y="{mt + ph - h:.1f}" width="{max(bw - 2, 1):.1f}" '
-                     f'height="{h:.1f}" fill="{colour}" data-count="{c}"><title>{_fmt(a)}–{_fmt(b)}: {c}</title></rect>')
+                     f'height="{h:.1f}" fill="{colour}" data-count="{c}">'
+                     f'<title>{_fmt(a)}–{_fmt(b)}: {c}</title></rect>')
         if c:
             parts.append(f'<text x="{x + bw / 2:.1f}" y="{mt + ph - h - 3:.1f}" text-anchor="middle" '
                          f'font-size="10">{c}</text>')
@@ -203,7 +208,7 @@ def submission_page(row: dict, chosen=(), *, reveal_after_due: bool = False, cla
     """The feedback page of one submission (``row``: job, status, report, error, graded_at)."""
     job, rep = row["job"], row["report"]
     parts = [f'<header><h1 id="student">Feedback for {esc(job.id)}</h1>']
-    if row["status"] != "graded" or not rep:
+    if row["status"] not in ("graded", "outdated") or not rep:
         reason = row["error"] or "not graded"
         title = "could not be read" if row["status"] == "unreadable" else "was not graded"
         parts.append(f'<p class="warn" id="not-graded"><strong>This submission {title}.</strong> '
@@ -215,6 +220,9 @@ def submission_page(row: dict, chosen=(), *, reveal_after_due: bool = False, cla
                  + (f' &middot; bonus {_fmt(rep["bonus_score"])} / {_fmt(rep["bonus_max_score"])}'
                     if "bonus_score" in rep else "") + "</span></p>")
     parts.append(_bar(total / maximum if maximum else 0.0))
+    if row["status"] == "outdated":
+        parts.append('<p class="warn small" id="outdated">This grade was made with an earlier version of the '
+                     'tests; it will be updated at the next grading run.</p>')
     parts.append(f'<p class="muted small">graded {esc(row.get("graded_at") or "")} &middot; submission '
                  f'<code>{esc(rep["submission"]["sha256"][:12])}</code></p></header>')
     parts.append('<h2>Score per stage</h2><table id="stages" class="sortable"><thead><tr><th>stage</th>'
@@ -259,7 +267,7 @@ def submission_page(row: dict, chosen=(), *, reveal_after_due: bool = False, cla
 
 # ---------------------------------------------------------------- the class report
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def diagnosis_key(feedback: str) -> str:
@@ -274,13 +282,14 @@ def _function_of(test_id: str) -> str:
 
 def class_stats(rows: list, chosen=()) -> dict:
     """Numbers behind the class report (also handy for tests and notebooks)."""
-    graded = [r for r in rows if r["status"] == "graded" and r["report"]]
+    graded = [r for r in rows if r["status"] in ("graded", "outdated") and r["report"]]
     stage_ids = [s.id for s in chosen] or sorted({s["id"] for r in graded for s in r["report"]["stages"]})
     per_stage = {sid: [] for sid in stage_ids}
     stage_max = {s.id: s.points for s in chosen}
     fails, attempts, names, vis = Counter(), Counter(), {}, {}
     diagnoses = defaultdict(Counter)      # test function -> diagnosis key -> submissions
     examples = {}
+    unfinished = defaultdict(set)         # stage -> students with stubs still raising NotImplementedError
     for r in graded:
         for s in r["report"]["stages"]:
             stage_max.setdefault(s["id"], s["max_score"])
@@ -300,13 +309,16 @@ def class_stats(rows: list, chosen=()) -> dict:
                 attempts[fn] += 1
             for fn, t in seen_fail.items():
                 fails[fn] += 1
+                if "NotImplementedError" in (t.get("feedback") or ""):  # a stub left as is: not a mistake
+                    unfinished[s["id"]].add(r["job"].id)
+                    continue
                 key = f"[{t['status']}] " + diagnosis_key(t.get("feedback", ""))
                 diagnoses[fn][key] += 1
                 examples.setdefault((fn, key), t.get("feedback", ""))
     totals = [r["report"]["score"] for r in graded]
     return {"graded": graded, "stage_ids": stage_ids, "per_stage": per_stage, "stage_max": stage_max,
             "fails": fails, "attempts": attempts, "names": names, "visibility": vis,
-            "diagnoses": diagnoses, "examples": examples, "totals": totals}
+            "diagnoses": diagnoses, "examples": examples, "totals": totals, "unfinished": unfinished}
 
 
 def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int = 15) -> str:
@@ -315,7 +327,7 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
     total_max = (sum(s.points for s in chosen if not s.bonus) if chosen
                  else (graded[0]["report"]["max_score"] if graded else 0.0))
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    not_graded = [r for r in rows if r["status"] != "graded"]
+    not_graded = [r for r in rows if r["status"] not in ("graded", "outdated")]
     parts = ['<header><h1>Class report</h1>',
              f'<p class="muted small">{len(rows)} submissions, {len(graded)} graded, {len(not_graded)} not graded'
              f' &middot; suite <code>{esc(suite[:12])}</code>'
@@ -325,7 +337,8 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
     parts.append('<h2 id="distribution">Score distribution</h2><div class="grid">')
     desc = (f"mean {statistics.fmean(totals):.2f}, median {statistics.median(totals):.2f}"
             if totals else "no graded submission")
-    parts.append(f'<div class="card" id="plot-total">{svg_histogram(totals, 0.0, float(total_max or 1), title="total score", bins=10)}'
+    plot = svg_histogram(totals, 0.0, float(total_max or 1), title="total score", bins=10)
+    parts.append(f'<div class="card" id="plot-total">{plot}'
                  f'<div class="small muted">{desc}</div></div>')
     for sid in st["stage_ids"]:
         vals, mx = st["per_stage"][sid], float(st["stage_max"].get(sid, 1.0))
@@ -355,7 +368,13 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
         parts.append('<p class="muted">No test failed.</p>')
     # diagnoses
     parts.append('<h2 id="diagnoses">Mistakes most often diagnosed</h2><p class="muted small">The feedback of '
-                 'failing tests, grouped by test and by message (numbers blanked), most frequent first.</p>')
+                 'failing tests, grouped by test and by message (numbers blanked), most frequent first. Stubs left '
+                 'unimplemented (NotImplementedError) are counted apart.</p>')
+    unfinished = {sid: sorted(v) for sid, v in st["unfinished"].items() if v}
+    if unfinished:
+        parts.append('<p id="unfinished" class="note small">Not implemented yet: '
+                     + "; ".join(f'{esc(sid)}: {len(v)} submission{"s" if len(v) != 1 else ""}'
+                                 for sid, v in sorted(unfinished.items())) + "</p>")
     groups = [(count, fn, key) for fn, c in st["diagnoses"].items() for key, count in c.items()]
     groups.sort(key=lambda g: (-g[0], g[1], g[2]))
     if groups:
@@ -376,7 +395,7 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
                  + '<th class="num">total</th></tr></thead><tbody>')
     for r in rows:
         job, rep = r["job"], r["report"]
-        if r["status"] == "graded" and rep:
+        if r["status"] in ("graded", "outdated") and rep:
             per = {s["id"]: s["score"] for s in rep["stages"]}
             cells = "".join(f'<td class="num">{_fmt(per.get(sid, 0.0))}</td>' for sid in st["stage_ids"])
             total = f'<td class="num">{_fmt(rep["score"])}</td>'
@@ -388,9 +407,9 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
                      f'<td>{_badge(r["status"])}</td>{cells}{total}</tr>')
     parts.append("</tbody></table>")
     if not_graded:
-        parts.append('<h2 id="not-graded">Not graded</h2><ul>'
+        parts.append('<section id="not-graded"><h2>Not graded</h2><ul>'
                      + "".join(f'<li><strong>{esc(r["job"].id)}</strong> ({esc(r["status"])}): {esc(r["error"])}</li>'
-                               for r in not_graded) + "</ul>")
+                               for r in not_graded) + "</ul></section>")
     return _page("Class report", "\n".join(parts))
 
 

@@ -11,11 +11,13 @@ STATUSES = ("passed", "failed", "error", "timeout", "crashed", "missing")
 
 
 def environment() -> dict:
+    """Versions from package metadata (importing torch just to read its version costs seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
     env = {"python": platform.python_version(), "platform": platform.platform()}
     for lib in ("numpy", "torch", "pytest"):
         try:
-            env[lib] = __import__(lib).__version__
-        except ImportError:
+            env[lib] = version(lib)
+        except PackageNotFoundError:
             pass
     return env
 

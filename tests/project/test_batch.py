@@ -27,13 +27,14 @@ import psutil
 import pytest
 
 from conftest import ROOT
-from grader import batch, mutants
+from grader import batch, mutants, stages
 from grader import report as report_mod
 from grader.gradebook import Gradebook
 
 PY = sys.executable
-STAGES = [s for s in ("a01_similarity", "a02_softmax")
-          if (ROOT / "assignments" / s / "stage.toml").exists() and (ROOT / "tests" / "hidden" / f"test_{s}.py").exists()]
+STAGES = [s for s in ("a01_similarity", "a02_softmax")   # the numpy stages (a02 while it is being written)
+          if (ROOT / "assignments" / s / "stage.toml").exists()
+          and (ROOT / "tests" / "hidden" / f"test_{s}.py").exists()]
 STAGE_ARG = ",".join(STAGES)
 
 
@@ -130,7 +131,9 @@ def local_batch(tmp_path_factory):
     assert STAGES and STAGES[0] == "a01_similarity"
     base = tmp_path_factory.mktemp("batch")
     subs, out = small_class(base / "class"), base / "out"
+    suite_before = batch.suite_hash(stages.resolve(STAGES))
     proc = run_cli(subs, "--stages", STAGE_ARG, "--workers", 2, "--out", out)
+    proc.suites = (suite_before, batch.suite_hash(stages.resolve(STAGES)))  # differ only if someone edits the tests
     return subs, out, proc
 
 
@@ -169,7 +172,8 @@ def test_batch_grades_a_class_into_reports_csv_and_gradebook(local_batch):
     assert counts["stage_results"] == 3 * len(STAGES) and counts["test_results"] == n_tests
     (run,) = book.runs()
     assert run["status"] == "finished" and run["n_graded"] == 3 and run["n_errors"] == 1
-    assert run["suite_hash"] == batch.suite_hash(__import__("grader.stages", fromlist=["x"]).resolve(STAGES))
+    if proc.suites[0] == proc.suites[1]:
+        assert run["suite_hash"] == proc.suites[0]
     assert len(run["grader_version"]) >= 7
     assert "submissions/min" in proc.stdout and "class summary" in proc.stdout
     assert (out / "html" / "class.html").exists() and (out / "html" / "alice.html").exists()
@@ -216,7 +220,6 @@ def test_sigkill_mid_run_then_rerun_loses_and_duplicates_nothing(tmp_path):
     _modules(ROOT / "solutions", subs / "s1")
     _mutant_folder(subs / "s2")
     _zip(_modules(ROOT / "starter", tmp_path / "stub"), subs / "s3.zip")
-    _modules(ROOT / "solutions", subs / "s4")
     out = tmp_path / "out"
     db = out / "gradebook.sqlite"
     proc = subprocess.Popen([PY, "-m", "grader", "batch", str(subs), "--stages", STAGE_ARG, "--workers", "2",
@@ -232,7 +235,7 @@ def test_sigkill_mid_run_then_rerun_loses_and_duplicates_nothing(tmp_path):
         time.sleep(0.2)
     assert proc.poll() is None, "the batch finished before it could be killed; the test needs a bigger class"
     done_before = sqlite_count(db)
-    assert 1 <= done_before < 4
+    assert 1 <= done_before < 3
     for p in psutil.Process(proc.pid).children(recursive=True):
         descendants.setdefault(p.pid, p)
     assert descendants, "the batch grades in child processes"
@@ -255,14 +258,15 @@ def test_sigkill_mid_run_then_rerun_loses_and_duplicates_nothing(tmp_path):
     assert [r["status"] for r in runs] == ["abandoned", "finished"]
     done_after_kill = sqlite_count(db, "run_id = 1")
     assert done_after_kill >= done_before
-    assert runs[1]["n_graded"] == 4 - done_after_kill, "what was recorded before the kill is not redone"
-    for sid in ("s1", "s2", "s3", "s4"):
+    assert runs[1]["n_graded"] == 3 - done_after_kill, "what was recorded before the kill is not redone"
+    for sid in ("s1", "s2", "s3"):
         assert len(book.history(sid)) == 1, f"{sid} graded {len(book.history(sid))} times"
-    assert book.counts()["gradings"] == 4
-    assert sorted(p.stem for p in (out / "reports").glob("*.json")) == ["s1", "s2", "s3", "s4"]
-    assert len(read_csv(out / "grades.csv")) == 4
-    s1, s4 = (json.loads((out / "reports" / f"{k}.json").read_text()) for k in ("s1", "s4"))
-    assert s1["score"] == s1["max_score"] == s4["score"]
+    assert book.counts()["gradings"] == 3
+    assert sorted(p.stem for p in (out / "reports").glob("*.json")) == ["s1", "s2", "s3"]
+    grades = read_csv(out / "grades.csv")
+    assert len(grades) == 3 and all(r["status"] == "graded" for r in grades.values())
+    s1, s3 = (json.loads((out / "reports" / f"{k}.json").read_text()) for k in ("s1", "s3"))
+    assert s1["score"] == s1["max_score"] > 0 and s3["score"] == 0
     book.close()
 
 
@@ -317,12 +321,13 @@ def test_postgres_gradebook(tmp_path):
             runs = conn.execute(sa.text("select status, n_graded, n_skipped, regrade from runs order by id")).all()
             assert [tuple(r) for r in runs] == [("finished", 1, 0, False), ("finished", 0, 2, False),
                                                 ("finished", 1, 0, True)]
-            rows = conn.execute(sa.text("select student, status, score, max_score from gradings order by id")).all()
-            assert [(r.student, r.status) for r in rows] == [("erin", "graded"), ("frank", "unreadable"),
-                                                             ("erin", "graded"), ("frank", "unreadable")]
+            rows = conn.execute(sa.text("select run_id, student, status, score, max_score from gradings "
+                                        "order by run_id, student")).all()
+            assert [(r.run_id, r.student, r.status) for r in rows] == [
+                (1, "erin", "graded"), (1, "frank", "unreadable"), (3, "erin", "graded"), (3, "frank", "unreadable")]
             assert rows[0].score == rows[0].max_score == rows[2].score
             n_tests = conn.execute(sa.text("select count(*) from test_results t join gradings g on g.id = t.grading_id "
-                                           "where g.id = (select min(id) from gradings)")).scalar_one()
+                                           "where g.run_id = 1")).scalar_one()
             rep = json.loads((out / "reports" / "erin.json").read_text())
             assert n_tests == sum(len(s["tests"]) for s in rep["stages"])
             failing = conn.execute(sa.text("select count(*) from test_results where status <> 'passed'")).scalar_one()
@@ -392,7 +397,7 @@ def test_a_grade_that_raises_dies_or_hangs_costs_only_itself(tmp_path, fake_grad
     console = _quiet()
     start = time.monotonic()
     rc = batch.run_batch(subs, out=out, workers=2, stage_ids=["a01_similarity"], target=fake_grader,
-                         timeout_s=20, console=console)
+                         timeout_s=8, console=console)
     assert rc == 0, console.file.getvalue()
     assert time.monotonic() - start < 120
     grades = read_csv(out / "grades.csv")
@@ -400,17 +405,18 @@ def test_a_grade_that_raises_dies_or_hangs_costs_only_itself(tmp_path, fake_grad
     assert float(grades["ok1"]["total"]) == 8
     assert grades["raises"]["status"] == "error" and "boom inside the grader" in grades["raises"]["error"]
     assert grades["dies"]["status"] == "error" and "killed by signal 9" in grades["dies"]["error"]
-    assert grades["hangs"]["status"] == "error" and "longer than 20 s" in grades["hangs"]["error"]
+    assert grades["hangs"]["status"] == "error" and "longer than 8 s" in grades["hangs"]["error"]
     for sid in grades:
         report_mod.validate(json.loads((out / "reports" / f"{sid}.json").read_text()))
     book = Gradebook(f"sqlite:///{out / 'gradebook.sqlite'}")
     assert book.counts()["gradings"] == 5
     # a grader failure is not a grade: the next run tries those again, and only those
+    shutil.rmtree(subs / "hangs")
     rc = batch.run_batch(subs, out=out, workers=2, stage_ids=["a01_similarity"], target=fake_grader,
-                         timeout_s=20, console=_quiet())
+                         timeout_s=8, console=_quiet())
     assert rc == 0
     assert book.runs()[-1]["n_graded"] == 0 and book.runs()[-1]["n_skipped"] == 2
-    assert book.counts()["gradings"] == 8
+    assert book.counts()["gradings"] == 7
     assert [h["status"] for h in book.history("raises")] == ["error", "error"]
     assert len(book.history("ok1")) == 1
     book.close()
