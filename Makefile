@@ -26,7 +26,7 @@ check: $(STAMP)
 
 ## test: the project's own tests (reference full marks, starter zero, mutants caught, ...)
 test: $(STAMP)
-	$(PY) -m pytest tests/project -q -p no:cacheprovider -n 2 --dist loadgroup
+	$(PY) -m pytest tests/project -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25
 
 ## starter: regenerate starter/ from solutions/, then the notebooks (they are built from starter/)
 starter: $(STAMP)
