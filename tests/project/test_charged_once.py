@@ -34,3 +34,19 @@ def test_an_upstream_module_that_does_not_even_import_costs_nothing_downstream(t
     assert stage_of(rep, "a05_encoder")["score"] == 0
     down = stage_of(rep, "a06_decoder")
     assert down["score"] == down["max_score"], mutants.failed_feedback(down)[:600]
+
+
+def test_every_stage_that_imports_an_earlier_stage_stands_it_in():
+    """Why a catalogued mistake can cost only its own stage: the numpy stages import
+    nothing, and every torch stage that imports an earlier one grades with a stand-in
+    for it. (The catalogue test grades each mutant's own stage; this proves the rest.)"""
+    import ast
+
+    from grader import paths
+    for stage in stages.all_stages():
+        tree = ast.parse((paths.SOLUTIONS / f"{stage.id}.py").read_text(encoding="utf-8"))
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        earlier = {name for name in imported if name in {s.id for s in stages.all_stages()}}
+        assert earlier <= set(stage.standins), f"{stage.id} imports {earlier - set(stage.standins)} without a stand-in"
+        assert stage.library == "torch" or not earlier
