@@ -70,8 +70,8 @@ class Isolation:
                 env[key] = os.environ[key]
         return env
 
-    def command(self, runtime_argv: list, cwd: str, env: dict, stash: str, hidden: list) -> list:
-        """The argv that starts a confined worker running ``runtime_argv``."""
+    def command(self, runtime_argv: list, cwd: str, env: dict, stash: str, hidden: list, lib: str) -> list:
+        """The argv that starts a confined worker running ``runtime_argv`` (which lives in ``lib``)."""
         if self.mode != "strict":
             return runtime_argv
         import json
@@ -81,7 +81,7 @@ class Isolation:
             "limits": self.limits,
             "hide": [p for p in dict.fromkeys([*map(str, paths.SECRET_PATHS), *self.extra_hidden, *hidden])
                      if os.path.exists(p)],
-            "expose": [sys.base_prefix, sys.prefix, os.path.realpath(sys.executable)],
+            "expose": [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)), lib],
             "stash": stash,
             "cwd": cwd,
             "env": env,

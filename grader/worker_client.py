@@ -86,7 +86,7 @@ class StageWorker:
         env = self.isolation.worker_env(scratch, self.threads)
         argv = self.isolation.command(runtime, cwd=scratch, env=env,
                                       stash=os.path.join(self.work_dir, "stash"),
-                                      hidden=[self.submission_dir])
+                                      hidden=[self.submission_dir], lib=self._lib)
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             argv, cwd=scratch, env=env, pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL,

@@ -1,16 +1,20 @@
 """Confines a worker before any student code exists in it, then execs the runtime.
 
-Run as root by the trusted grader (``python -I -B jail.py PLAN_JSON``), in a
+Run as root by the trusted grader (``python -I -S -B jail.py PLAN_JSON``), in a
 fresh single-threaded process:
 
 1. new mount and network namespaces (the network namespace has no interface
    up, so every connection fails at once);
-2. the paths in ``plan["hide"]`` (hidden tests, solutions, fixtures, the
-   submissions folder, the output folder, .git) are covered by empty,
-   unreadable tmpfs mounts, so even a root-equivalent path walk finds nothing;
-3. directories the unprivileged user must cross to reach the Python
-   installation (e.g. /root on pyenv machines) are made traversable inside
-   the namespace only;
+2. a new, empty root file system (a tmpfs) into which only what the worker
+   needs is bind-mounted read-only: the system directories (/usr, /lib, /etc,
+   /dev, /proc, ...), the Python installation and its virtual environment, the
+   grader's worker library; and read-write, its scratch folder. Nothing else
+   exists there: not the course repository (solutions, hidden tests, .git),
+   not other submissions, not the grader's private files, not another copy of
+   the course elsewhere on the machine. Paths in ``plan["hide"]`` that lie inside
+   what is exposed (e.g. a labelled corpus in site-packages) are covered by
+   empty mounts;
+3. ``chroot`` into it;
 4. resource limits (CPU seconds, address space, processes, open files, file
    size, no core dumps);
 5. groups, gid and uid dropped to ``plan["uid"]``; no way back;
@@ -25,7 +29,6 @@ import ctypes
 import json
 import os
 import resource
-import stat
 import sys
 
 CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
@@ -45,6 +48,10 @@ def mount(source, target, fstype, flags, data=None):
                       ctypes.c_ulong(flags), data and data.encode()), f"mount {target}")
 
 
+SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev", "/proc"]
+MS_RDONLY, MS_REMOUNT = 1, 32
+
+
 def hide(path: str) -> None:
     """Cover ``path`` with an empty tmpfs nobody can enter."""
     if os.path.isdir(path):
@@ -53,23 +60,40 @@ def hide(path: str) -> None:
         mount("/dev/null", path, None, MS_BIND)
 
 
-def make_traversable(needed: list[str], stash_root: str) -> None:
-    """Inside this namespace, let others cross closed directories on the way
-    to each path in ``needed`` (their content stays as it was)."""
-    for target in needed:
-        parts = os.path.realpath(target).split(os.sep)[1:]
-        for depth in range(1, len(parts)):
-            closed = os.sep + os.path.join(*parts[:depth])
-            if os.stat(closed).st_mode & stat.S_IXOTH:
-                continue
-            child = os.path.join(closed, parts[depth])
-            stash = os.path.join(stash_root, f"stash{abs(hash(child))}")
-            os.makedirs(stash, exist_ok=True)
-            mount(child, stash, None, MS_BIND | MS_REC)
-            mount("tmpfs", closed, "tmpfs", MS_NOSUID | MS_NODEV, "size=4k,mode=711")
-            os.makedirs(child, exist_ok=True)
-            mount(stash, child, None, MS_MOVE)
-            break
+def expose(new_root: str, path: str, writable: bool = False) -> None:
+    """Make ``path`` appear at the same place under ``new_root`` (a symlink stays a symlink)."""
+    target = new_root + path
+    if os.path.islink(path):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.lexists(target):
+            os.symlink(os.readlink(path), target)
+        return
+    if not os.path.isdir(path):
+        return
+    os.makedirs(target, exist_ok=True)
+    mount(path, target, None, MS_BIND | MS_REC)
+    if not writable:
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+
+
+def build_root(plan: dict) -> str:
+    """An empty tmpfs with only what the worker needs mounted into it."""
+    new_root = os.path.join(plan["stash"], "root")
+    os.makedirs(new_root, exist_ok=True)
+    mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    exposed = []
+    for path in sorted(dict.fromkeys(SYSTEM + plan["expose"]), key=len):
+        real = path if path in SYSTEM else os.path.realpath(path)
+        if not any(real == e or real.startswith(e.rstrip("/") + "/") for e in exposed):
+            expose(new_root, real)
+            exposed.append(real)
+    expose(new_root, plan["cwd"], writable=True)
+    os.makedirs(new_root + "/tmp", mode=0o1777, exist_ok=True)
+    os.chmod(new_root + "/tmp", 0o1777)
+    for path in plan["hide"]:
+        if os.path.lexists(new_root + path):
+            hide(new_root + path)
+    return new_root
 
 
 def limit(plan: dict) -> None:
@@ -88,9 +112,7 @@ def main() -> None:
         if plan["namespaces"]:
             _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
             mount(None, "/", None, MS_REC | MS_PRIVATE)
-            make_traversable(plan["expose"], plan["stash"])
-            for path in plan["hide"]:
-                hide(path)
+            os.chroot(build_root(plan))
         limit(plan)
         uid = plan.get("uid")
         if uid is not None:

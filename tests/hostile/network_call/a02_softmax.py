@@ -5,13 +5,11 @@ import socket
 import numpy as np
 
 
+HOSTILE_PORT = 0  # the test writes the port of its listening server here
+
+
 def _phone_home():
-    port = 0
-    try:
-        with open("/tmp/grader-hostile-port") as f:
-            port = int(f.read())
-    except (OSError, ValueError):
-        port = 0
+    port = HOSTILE_PORT
     for host in ("127.0.0.1", "localhost"):
         try:
             with socket.create_connection((host, port or 9), timeout=2) as s:
