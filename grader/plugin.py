@@ -67,7 +67,7 @@ def student(request):
                                      extra_hidden=config.getoption("--hide")).for_stage(stage)
     submission = os.path.abspath(config.getoption("--submission"))
     if isolation.mode == "inprocess":
-        worker = InProcessWorker(stage, submission)
+        worker = InProcessWorker(stage, submission, threads=config.getoption("--threads"))
     else:
         work = os.path.join(_work_dir(config), stage.id)
         os.makedirs(work)

@@ -286,8 +286,11 @@ class InProcessWorker:
     (``a05_encoder``) in this one process, so only the reference itself can be
     graded meaningfully this way, which is what the benchmark does."""
 
-    def __init__(self, stage, submission_dir: str):
+    def __init__(self, stage, submission_dir: str, threads: int = 1):
         from .sandbox.runtime import Worker
+        if stage.library == "torch":  # as the worker does (runtime.main): else torch uses every core
+            import torch
+            torch.set_num_threads(int(threads or 1))
         self.events, self.timed_out, self.crashes = [], False, 0
         self._worker = Worker({"stage": stage.id, "student_dir": submission_dir,
                                "starter_dir": None, "standins": [], "forbidden": []})

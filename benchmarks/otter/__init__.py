@@ -1,0 +1,1 @@
+"""The Otter-Grader comparison (see compare.py)."""
