@@ -146,3 +146,21 @@ def reference_time(fn, *args, repeat: int = 5) -> float:
             fn(*args)
             best = min(best, time.perf_counter() - start)
     return best
+
+
+def probe_tensor(value, what: str, hint: str = "") -> np.ndarray:
+    """A tensor a probe sent back, as an array; if the student's code returned something
+    else, the probe sent ``{"not_a_tensor": type}`` and this says so in words."""
+    if isinstance(value, dict) and "not_a_tensor" in value:
+        raise AssertionError(f"{what} returned a {value['not_a_tensor']}, not a tensor" + (f"; {hint}" if hint else ""))
+    return as_array(value, what)
+
+
+def check_weights_loaded(reply: dict, kind: str, contract: str, note: str = "") -> None:
+    """Fail with the contract's names when a probe could not load the test's weights into ``kind``."""
+    if reply.get("load_error"):
+        raise AssertionError(f"the contract's weights could not be loaded into your {kind}: "
+                             f"{reply['load_error'][:400]} (names and shapes of the contract: {contract})")
+    if reply.get("missing") or reply.get("unexpected"):
+        raise AssertionError(f"your {kind} does not have the contract's parameters: missing {reply['missing'][:6]}, "
+                             f"unexpected {reply['unexpected'][:6]} (names of the contract: {contract}{note})")

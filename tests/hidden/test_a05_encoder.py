@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from grader.errors import StudentError
-from grader.testing import as_array, assert_close, assert_shape, reference
+from grader.testing import as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor, reference
 
 STAGE = "a05_encoder"
 ATOL = RTOL = 1e-5
@@ -66,23 +66,13 @@ CONTRACT_NAMES = (
 
 
 def _check_load(reply, kind):
-    if reply.get("load_error"):
-        raise AssertionError(
-            f"the contract's weights could not be loaded into your {kind}: {reply['load_error']} "
-            f"(names and shapes of the contract: {CONTRACT_NAMES})")
-    if reply.get("missing") or reply.get("unexpected"):
-        raise AssertionError(
-            f"your {kind} does not have the contract's parameters: missing {reply['missing'][:6]}, "
-            f"unexpected {reply['unexpected'][:6]} (names of the contract: {CONTRACT_NAMES}; "
-            "MultiHeadAttention has no parameters besides the four projections)")
+    check_weights_loaded(reply, kind, CONTRACT_NAMES,
+                         "; MultiHeadAttention has no parameters besides the four projections")
 
 
 def _tensor(value, what):
-    if isinstance(value, dict) and "not_a_tensor" in value:
-        raise AssertionError(
-            f"{what} returned a {value['not_a_tensor']}, not one tensor; forward returns only the output "
-            "and the attention weights are kept in self.attn_weights")
-    return as_array(value, what)
+    return probe_tensor(value, what, "forward returns only the output and the attention weights are kept in "
+                                     "self.attn_weights")
 
 
 def _run(student, kind, init, state, calls, *, train=False, seed=0, grad=False):
@@ -732,7 +722,6 @@ def test_value_errors(student, case):
     init = {"d_model": 16, "n_heads": 4}
     x = _randn(2, 5, 16, seed=90)
     kv = _randn(2, 7, 16, seed=91)
-    call = {"args": [x, kv, kv]}
     kind = "MultiHeadAttention"
     if what_kind == "construct":
         kind, init, calls, what = kind, {"d_model": 10, "n_heads": 3}, [], "MultiHeadAttention(d_model=10, n_heads=3)"

@@ -28,7 +28,7 @@ import torch
 
 from grader import paths
 from grader.errors import StudentError
-from grader.testing import as_array, assert_close, assert_shape, reference
+from grader.testing import as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor, reference
 
 STAGE = "a06_decoder"
 ATOL = RTOL = 1e-5          # one layer
@@ -78,20 +78,11 @@ CONTRACT_NAMES = (
 
 
 def _check_load(reply, kind):
-    if reply.get("load_error"):
-        raise AssertionError(
-            f"the test's weights could not be loaded into your {kind}: {reply['load_error'][:400]} "
-            f"(names and shapes of the contract: {CONTRACT_NAMES})")
-    if reply.get("missing") or reply.get("unexpected"):
-        raise AssertionError(
-            f"your {kind} does not have the contract's parameters: missing {reply['missing'][:6]}, "
-            f"unexpected {reply['unexpected'][:6]} (contract: {CONTRACT_NAMES})")
+    check_weights_loaded(reply, kind, CONTRACT_NAMES)
 
 
 def _tensor(value, what):
-    if isinstance(value, dict) and "not_a_tensor" in value:
-        raise AssertionError(f"{what} returned a {value['not_a_tensor']}, not a tensor")
-    return as_array(value, what)
+    return probe_tensor(value, what)
 
 
 def _run(student, kind, init, state, calls, *, train=False):

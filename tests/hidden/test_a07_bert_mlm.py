@@ -25,7 +25,7 @@ import pytest
 import torch
 
 from grader import paths, pretrained
-from grader.testing import as_array, assert_close, assert_shape, raises_student, reference
+from grader.testing import as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor, raises_student, reference
 
 STAGE = "a07_bert_mlm"
 ATOL = RTOL = 1e-5
@@ -87,20 +87,11 @@ def _padded(B, n, seed, high=50):
 
 
 def _check_load(reply, kind):
-    if reply.get("load_error"):
-        raise AssertionError(
-            f"the contract's weights could not be loaded into your {kind}: {reply['load_error']} "
-            f"(names of the contract: {CONTRACT_NAMES})")
-    if reply.get("missing") or reply.get("unexpected"):
-        raise AssertionError(
-            f"your {kind} does not have the contract's parameters: missing {reply['missing'][:6]}, "
-            f"unexpected {reply['unexpected'][:6]} (names of the contract: {CONTRACT_NAMES})")
+    check_weights_loaded(reply, kind, CONTRACT_NAMES)
 
 
 def _tensor(value, what):
-    if isinstance(value, dict) and "not_a_tensor" in value:
-        raise AssertionError(f"{what} returned a {value['not_a_tensor']}, not a tensor")
-    return as_array(value, what)
+    return probe_tensor(value, what)
 
 
 def _run(student, kind, init, state, calls, *, train=False, seed=0):
