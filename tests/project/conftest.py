@@ -55,3 +55,22 @@ def pytest_terminal_summary(terminalreporter):
     if m or a:
         terminalreporter.write_line(
             f"catalogue: mutants caught {sum(m)}/{len(m)}, alternatives full marks {sum(a)}/{len(a)}")
+
+
+def load_module(path, name, deps=()):
+    """Import ROOT/path as module `name` (so two stages' files never clash in sys.modules),
+    with `deps` {import name: module} visible only while it is imported."""
+    import importlib.util
+    saved = {k: sys.modules.get(k) for k, _ in deps}
+    sys.modules.update(dict(deps))
+    try:
+        spec = importlib.util.spec_from_file_location(name, ROOT / path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v

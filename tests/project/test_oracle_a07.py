@@ -17,17 +17,15 @@
 Run with -s to see the measured differences, accuracies and times.
 """
 import contextlib
-import importlib.util
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
 from grader import pretrained
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import ROOT, load_module
+
 DATA = ROOT / "assignments" / "a07_bert_mlm" / "data"
 ATOL = 1e-4
 TRAIN_STEPS = 450  # 17-30 s on one CPU thread
@@ -40,25 +38,10 @@ SENTENCES = [
 ]
 
 
-def _load(path, name, deps=()):
-    """Import ROOT/path as module `name`, with `deps` {import name: module} visible only meanwhile."""
-    saved = {k: sys.modules.get(k) for k, _ in deps}
-    sys.modules.update(dict(deps))
-    try:
-        spec = importlib.util.spec_from_file_location(name, ROOT / path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
 
 
-REF_A05 = _load("solutions/a05_encoder.py", "_oracle_a07_a05")
-REF = _load("solutions/a07_bert_mlm.py", "_oracle_a07_solution", [("a05_encoder", REF_A05)])
+REF_A05 = load_module("solutions/a05_encoder.py", "_oracle_a07_a05")
+REF = load_module("solutions/a07_bert_mlm.py", "_oracle_a07_solution", [("a05_encoder", REF_A05)])
 
 
 def _standin():

@@ -18,13 +18,11 @@
   vectors in "Pizza is great!" and "My cellphone's broken, great." while the
   static word embedding gives the same one; the handout's code for it runs.
 """
-import importlib.util
 import json
 import re
 import resource
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,7 +31,8 @@ import torch.nn.functional as F
 
 from grader import pretrained
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import ROOT, load_module
+
 A08_DATA = ROOT / "assignments" / "a08_sentiment" / "data"
 A09_DATA = ROOT / "assignments" / "a09_retrieval" / "data"
 HIDDEN_DATA = ROOT / "tests" / "hidden" / "data"
@@ -46,28 +45,13 @@ FT_KWARGS = dict(epochs=1, lr=1e-4, batch_size=32, seed=0)
 FT_CPU_BUDGET_S = 150  # generous bound on the process CPU time of fine-tuning + predicting
 
 
-def _load(path, name, deps=()):
-    """Import ROOT/path as module `name`, with `deps` {import name: module} visible only meanwhile."""
-    saved = {k: sys.modules.get(k) for k, _ in deps}
-    sys.modules.update(dict(deps))
-    try:
-        spec = importlib.util.spec_from_file_location(name, ROOT / path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
 
 
-REF_A05 = _load("solutions/a05_encoder.py", "_sr_a05")
-REF_A07 = _load("solutions/a07_bert_mlm.py", "_sr_a07", [("a05_encoder", REF_A05)])
-REF_A08 = _load("solutions/a08_sentiment.py", "_sr_a08")
-REF_A09 = _load("solutions/a09_retrieval.py", "_sr_a09")
-MAKE_SPLITS = _load("assignments/a08_sentiment/data/make_splits.py", "_sr_make_splits")
+REF_A05 = load_module("solutions/a05_encoder.py", "_sr_a05")
+REF_A07 = load_module("solutions/a07_bert_mlm.py", "_sr_a07", [("a05_encoder", REF_A05)])
+REF_A08 = load_module("solutions/a08_sentiment.py", "_sr_a08")
+REF_A09 = load_module("solutions/a09_retrieval.py", "_sr_a09")
+MAKE_SPLITS = load_module("assignments/a08_sentiment/data/make_splits.py", "_sr_make_splits")
 
 
 def _jsonl(path):
