@@ -166,10 +166,10 @@ class TreeSampler:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     @staticmethod
-    def role(cmdline: list) -> str:
+    def role(cmdline: list, parent_cmdline: list) -> str:
         text = " ".join(cmdline)
-        if "runtime.py" in text or "jail.py" in text:
-            return "worker"
+        if "forkserver.py" in text:  # a worker is a fork of its fork server: same command line
+            return "worker" if "forkserver.py" in " ".join(parent_cmdline) else "fork server"
         if "pytest" in text:
             return "pytest (trusted)"
         return "cli (trusted)"
@@ -195,10 +195,7 @@ class TreeSampler:
                 try:
                     rss = p.memory_info().rss
                     if p.pid not in cache:
-                        cache[p.pid] = self.role(p.cmdline())
-                    # a jail process execs into the worker under the same pid: the command line changes
-                    elif cache[p.pid] != "worker":
-                        cache[p.pid] = self.role(p.cmdline())
+                        cache[p.pid] = self.role(p.cmdline(), p.parent().cmdline() if p.parent() else [])
                 except ps.Error:
                     continue
                 role = cache[p.pid]

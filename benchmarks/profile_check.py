@@ -4,8 +4,9 @@
     python -m benchmarks.profile_check grade a02_softmax,a03_attention
 
 Runs the command's entry point (``grader.cli.main``) under cProfile in this
-process, and the pytest session it starts under cProfile too (the child's argv
-is rewritten to ``python -m cProfile -o FILE -m pytest ...``). Prints, for both
+process, and for ``grade`` the pytest session it starts under cProfile too (the
+child's argv is rewritten to ``python -m cProfile -o FILE -m pytest ...``;
+``check`` runs its session in its own process). Prints, for both
 processes, the CPU seconds and the functions with the largest cumulative time,
 and a phase table: CLI imports, the pytest session (its imports, the worker's
 start and the module load, the tests), the report. Wall times are inflated on
@@ -49,6 +50,8 @@ def main(argv=None) -> int:
     for s in stage_ids:
         shutil.copy(ROOT / "solutions" / f"{s}.py", sub / f"{s}.py")
     child_prof = str(WORK / "profile-pytest.prof")
+    if os.path.exists(child_prof):
+        os.remove(child_prof)
 
     t_import0 = time.perf_counter()
     c_import0 = time.process_time()
@@ -87,7 +90,8 @@ def main(argv=None) -> int:
     print(f"importing grader.cli + grader.run here: {import_wall:.2f} s wall, {import_cpu:.2f} s CPU")
     print(f"cli.main: {wall:.2f} s wall; CPU {cpu:.2f} s in this process, {children_cpu:.2f} s in the pytest "
           f"session and the workers it waited for")
-    print(f"pytest session (wall, as seen from here): {child.get('wall', float('nan')):.2f} s")
+    if child:
+        print(f"pytest session (wall, as seen from here): {child['wall']:.2f} s")
     st = pstats.Stats(prof)
     print("\n-- the trusted CLI process, by cumulative wall time --")
     print(_top(st, args.top))

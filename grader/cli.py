@@ -22,7 +22,7 @@ def cmd_check(args) -> int:
     from . import run, table
     stage_ids = [args.stage] if args.stage else None
     rep = run.grade(args.path, kind="public", stage_ids=stage_ids, isolation=args.isolation,
-                    submission_id=os.path.basename(os.path.abspath(args.path)))
+                    submission_id=os.path.basename(os.path.abspath(args.path)), in_process=True)
     table.print_report(rep)
     return 0
 

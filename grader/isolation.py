@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from dataclasses import dataclass, field
 
@@ -61,59 +60,33 @@ class Isolation:
         }
 
     def worker_env(self, home: str, threads: int) -> dict:
-        env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
-               "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-               "OPENBLAS_NUM_THREADS": str(threads)}
-        for key in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # some CPUs need these for correct BLAS
-            if key in os.environ:
-                env[key] = os.environ[key]
-        return env
+        return {**base_env(threads), "HOME": home, "TMPDIR": home,
+                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
-    def command(self, runtime_argv: list, cwd: str, env: dict, stash: str, hidden: list, lib: str) -> list:
-        """The argv that starts a confined worker running ``runtime_argv`` (which lives in ``lib``)."""
-        if self.mode != "strict":
-            return runtime_argv
-        import json
-        plan = {
+    def plan(self, cwd: str, env: dict, stash: str, hidden: list) -> dict:
+        """How :func:`grader.sandbox.jail.confine` confines a worker."""
+        if self.mode != "strict":  # limits only; as the grader's own user, processes and files would count its own
+            limits = {k: v for k, v in self.limits.items() if k not in ("processes", "open_files")}
+            return {"namespaces": False, "uid": None, "limits": limits, "cwd": cwd, "env": env}
+        return {
             "namespaces": True,
             "uid": self.uid,
             "limits": self.limits,
             "hide": [p for p in dict.fromkeys([*map(str, paths.SECRET_PATHS), *self.extra_hidden, *hidden])
                      if os.path.exists(p)],
-            "expose": [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)), lib],
+            "expose": [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))],
             "stash": stash,
             "cwd": cwd,
             "env": env,
-            "argv": runtime_argv,
         }
-        return [sys.executable, "-I", "-S", "-B", str(paths.SANDBOX / "jail.py"), json.dumps(plan)]
-
-    def preexec(self):
-        """Limits for a degraded worker (strict ones are set by the jail)."""
-        if self.mode != "degraded":
-            return None
-        limits = self.limits
-
-        def apply():
-            import resource
-            resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 5))
-            resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] << 20,) * 2)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_mb"] << 20,) * 2)
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        return apply
 
 
-def prepare_lib(dest: str) -> str:
-    """Copy the sandbox package and the starter modules where the worker can read them."""
-    lib = os.path.join(dest, "lib")
-    shutil.copytree(paths.SANDBOX, os.path.join(lib, "grader_sandbox"),
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    if paths.STARTER.is_dir():
-        shutil.copytree(paths.STARTER, os.path.join(lib, "starters"),
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    for root, dirs, files in os.walk(lib):
-        os.chmod(root, 0o755)
-        for f in files:
-            os.chmod(os.path.join(root, f), 0o644)
-    return lib
+def base_env(threads: int) -> dict:
+    """What every process on the worker side of the boundary gets: a path, a
+    locale, and its BLAS/OpenMP threads."""
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": str(threads),
+           "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
+    for key in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # some CPUs need these for correct BLAS
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env

@@ -10,7 +10,7 @@ import tempfile
 import time
 
 from . import isolation as iso
-from . import paths, report, stages, submission
+from . import forkservers, paths, report, stages, submission
 
 PYTEST_SLACK_S = 120
 
@@ -22,12 +22,15 @@ def test_file(stage, kind: str):
 
 def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
           submission_id: str | None = None, threads: int = 1, hide=(), fast_only: bool = False,
-          reverse_order: bool = False) -> dict:
+          reverse_order: bool = False, in_process: bool = False) -> dict:
     """Grade the submission at ``path`` and return the schema-v1 report.
 
     ``fast_only`` leaves out tests marked ``slow`` (end-to-end training); the
     mutant catalogue uses it, since a mistake caught by a subset of the tests is
     caught by all of them. Students are always graded on every test.
+    ``in_process`` runs the pytest session in this process instead of a new one
+    (``check``: public tests, one-shot command; the student's code still runs in
+    confined workers) and skips the schema check of the report (only printed).
     Raises ``submission.UnreadableSubmission`` when nothing can be graded.
     """
     start = time.monotonic()
@@ -43,8 +46,10 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         runnable = [s for s in chosen if s.id in present and test_file(s, kind).exists()]
         json_tests, events, errors = [], {}, list(intake.errors)
         if runnable:
+            if in_process and iso_choice.mode != "inprocess":  # torch's import starts now, beside the session's own start-up
+                forkservers.start({s.library for s in runnable}, threads)
             json_tests, events, run_errors = _run_pytest(intake.folder, runnable, kind, iso_choice, work,
-                                                         threads, hide, fast_only, reverse_order)
+                                                         threads, hide, fast_only, reverse_order, in_process)
             errors += run_errors
         entries = []
         for s in chosen:
@@ -58,9 +63,11 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         widest = max(chosen, key=lambda s: (s.memory_mb, s.time_limit_s))
         result = report.assemble(intake, kind, entries, errors, iso_choice.for_stage(widest).describe(),
                                  time.monotonic() - start)
-        report.validate(result)
+        if not in_process:
+            report.validate(result)
         return result
     finally:
+        forkservers.close_all()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -81,13 +88,16 @@ def _missing_stage(stage, kind, intake_errors=()):
     return entry
 
 
-def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_only=False, reverse_order=False):
+def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_only=False, reverse_order=False,
+                in_process=False):
     private = os.path.join(work, "private")
     json_path = os.path.join(private, "pytest.json")
     # Only the plugins grading needs: the ones installed packages register by entry point
-    # (anyio, platformdirs, pytest-metadata) cost a large share of the session's start-up.
-    argv = [sys.executable, "-m", "pytest", "-p", "pytest_jsonreport.plugin", "-p", "grader.plugin",
-            "-p", "no:cacheprovider",
+    # (anyio, platformdirs, pytest-metadata) cost a large share of the session's start-up, and
+    # pytest's own that grading never uses another ~30 ms (fixtures such as tmp_path stay).
+    unused = ["cacheprovider", "doctest", "junitxml", "pastebin", "stepwise", "setuponly", "setupplan",
+              "faulthandler", "debugging", "nose", "unittest"]
+    args = ["-p", "pytest_jsonreport.plugin", "-p", "grader.plugin", *[f"-pno:{name}" for name in unused],
             "-q", "--no-header", "-rN", "--tb=no",
             f"--rootdir={paths.ROOT}", "-c", str(paths.ROOT / "tests" / "grading.ini"),
             "--json-report", f"--json-report-file={json_path}", "--json-report-omit", "log", "keywords",
@@ -95,11 +105,15 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
             f"--threads={threads}", *[f"--hide={h}" for h in hide], *(["-m", "not slow"] if fast_only else []),
             *(["--reverse-order"] if reverse_order else []),
             *[str(test_file(s, kind)) for s in runnable]]
-    budget = sum(s.time_limit_s for s in runnable) + PYTEST_SLACK_S
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    env["PYTHONPATH"] = str(paths.ROOT)
-    proc = subprocess.run(argv, cwd=paths.ROOT, env=env, capture_output=True, text=True, timeout=budget)
+    if in_process:
+        proc = _pytest_here(args)
+    else:
+        budget = sum(s.time_limit_s for s in runnable) + PYTEST_SLACK_S
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        env["PYTHONPATH"] = str(paths.ROOT)
+        proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=paths.ROOT, env=env,
+                              capture_output=True, text=True, timeout=budget)
     if not os.path.exists(json_path):
         raise RuntimeError(f"the grading session failed to run:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     with open(json_path) as f:
@@ -113,3 +127,16 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
     events_path = os.path.join(private, "stages.json")
     events = json.load(open(events_path)) if os.path.exists(events_path) else {}
     return data.get("tests", []), events, errors
+
+
+def _pytest_here(args) -> subprocess.CompletedProcess:
+    """``pytest ARGS`` in this process, its output kept like a subprocess's."""
+    import contextlib
+    import io
+
+    import pytest
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = pytest.main(args)
+    return subprocess.CompletedProcess(args, int(code), out.getvalue(), "")

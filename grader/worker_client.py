@@ -6,17 +6,16 @@ a fresh worker, until the stage's wall-clock budget is spent.
 """
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
 import struct
-import subprocess
-import sys
 import tempfile
 import time
 
 from . import isolation as iso
+from . import paths
+from .forkservers import ForkServerFailed
 from .errors import ForbiddenCall, StudentError, StudentMissing, StudentTimeout, WorkerCrashed
 from .sandbox import protocol
 
@@ -25,7 +24,7 @@ GIVE_UP_AFTER = {"crashes": 4, "timeouts": 3}  # then the stage's remaining test
 
 
 class StageWorker:
-    def __init__(self, stage, submission_dir: str, isolation: iso.Isolation, work_dir: str,
+    def __init__(self, stage, submission_dir: str, isolation: iso.Isolation, server, work_dir: str,
                  budget_s: float, threads: int = 1):
         self.stage = stage  # grader.stages.Stage
         self.submission_dir = submission_dir
@@ -34,13 +33,13 @@ class StageWorker:
         self.threads = threads
         self.deadline = time.monotonic() + budget_s
         self.budget_s = budget_s
-        self.proc = None
+        self.server = server  # grader.forkservers.ForkServer of the stage's library
+        self.pid = None
         self.load_reply = None
         self.events: list[str] = []  # stage-level notes for the report
         self.timed_out = False
         self.crashes = 0
         self.timeouts = 0
-        self._lib = None
         self._starts = 0
         self.static_hits = self._scan()
 
@@ -55,8 +54,6 @@ class StageWorker:
 
     # -- life cycle ------------------------------------------------------
     def _spawn(self):
-        if self._lib is None:
-            self._lib = iso.prepare_lib(self.work_dir)
         self._starts += 1
         scratch = os.path.join(self.work_dir, f"scratch{self._starts}")
         os.makedirs(scratch)
@@ -73,27 +70,28 @@ class StageWorker:
                     os.chown(p, uid, uid)
         os.chmod(scratch, 0o700)
 
+        config = {
+            "stage": self.stage.id, "student_dir": scratch, "starter_dir": str(paths.STARTER),
+            "standins": self.stage.standins, "forbidden": self.stage.forbidden,
+            "torch_threads": self.threads, "library": self.stage.library,
+        }
+        plan = self.isolation.plan(cwd=scratch, env=self.isolation.worker_env(scratch, self.threads),
+                                   stash=os.path.join(self.work_dir, "stash"), hidden=[self.submission_dir])
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        config = {
-            "stage": self.stage.id, "student_dir": scratch,
-            "starter_dir": os.path.join(self._lib, "starters"),
-            "standins": self.stage.standins, "forbidden": self.stage.forbidden,
-            "in_fd": req_r, "out_fd": rep_w, "torch_threads": self.threads, "library": self.stage.library,
-        }
-        runtime = [sys.executable, "-I", "-B", os.path.join(self._lib, "grader_sandbox", "runtime.py"),
-                   json.dumps(config)]
-        env = self.isolation.worker_env(scratch, self.threads)
-        argv = self.isolation.command(runtime, cwd=scratch, env=env,
-                                      stash=os.path.join(self.work_dir, "stash"),
-                                      hidden=[self.submission_dir], lib=self._lib)
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            argv, cwd=scratch, env=env, pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=self._stderr, start_new_session=True,
-            preexec_fn=self.isolation.preexec())
-        os.close(req_r)
-        os.close(rep_w)
+        try:
+            self.pid = self.server.spawn(config, plan, (req_r, rep_w, self._stderr.fileno()),
+                                         timeout=min(STARTUP_S, max(1.0, self._remaining())))
+        except ForkServerFailed as exc:
+            os.close(req_w)
+            os.close(rep_r)
+            self.crashes += 1
+            self.events.append(str(exc))
+            raise WorkerCrashed(f"not run: {exc}") from None
+        finally:
+            os.close(req_r)  # the worker's ends
+            os.close(rep_w)
         self._w, self._r = req_w, rep_r
         self._read(min(STARTUP_S, self._remaining()), "starting the worker")
         self._send({"op": "load"})
@@ -103,32 +101,36 @@ class StageWorker:
         return self.deadline - time.monotonic()
 
     def close(self):
-        if self.proc is None:
+        if self.pid is None:
             return
         try:
             protocol.write_message(self._w, {"op": "exit"})
         except OSError:
             pass
-        try:
-            self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-        self._kill()
+        self._release(exited=self.server.wait(self.pid, timeout=2) is not None)
 
     def _kill(self):
-        if self.proc is None:
+        self._release(exited=False)
+
+    def _release(self, exited: bool):
+        """Kill what is left of the worker's process group (the worker itself unless it
+        has ``exited`` and been reaped, when its pid may already be reused) and close the pipes."""
+        if self.pid is None:
             return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
+        kills = (os.killpg,) if exited else (os.killpg, os.kill)
+        for kill in kills:
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not exited:
+            self.server.wait(self.pid, timeout=10)
         for fd in (self._w, self._r):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        self.proc = None
+        self.pid = None
 
     # -- messages --------------------------------------------------------
     def _send(self, msg):
@@ -173,17 +175,12 @@ class StageWorker:
             self._crashed(doing, exc)
 
     def _crashed(self, doing, exc=None):
-        code = self.proc.poll() if self.proc else None
-        if code is None and self.proc is not None:
-            try:
-                code = self.proc.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                code = None
+        code = self.server.wait(self.pid, timeout=1) if self.pid is not None else None
         err = b""
         if getattr(self, "_stderr", None):
             self._stderr.seek(0)
             err = self._stderr.read(2000)
-        self._kill()
+        self._release(exited=code is not None)
         self.crashes += 1
         if code is not None and code < 0:
             sig = signal.Signals(-code).name
@@ -210,7 +207,7 @@ class StageWorker:
         if self.timeouts >= GIVE_UP_AFTER["timeouts"]:
             self.timed_out = True
             raise StudentTimeout(f"not run: {self.timeouts} earlier calls in this stage never answered")
-        if self.proc is None:
+        if self.pid is None:
             self._spawn()
         return self.load_reply
 
@@ -298,6 +295,7 @@ class InProcessWorker:
 
     def loaded(self):
         if self.load_reply is None:
+            self._worker.prepare()
             self.load_reply = self._worker.load()
         return self.load_reply
 

@@ -1,7 +1,7 @@
-"""Confines a worker before any student code exists in it, then execs the runtime.
+"""Confines a worker before any student code exists in it.
 
-Run as root by the trusted grader (``python -I -S -B jail.py PLAN_JSON``), in a
-fresh single-threaded process:
+:func:`confine` runs in the worker itself, a fresh single-threaded fork of the
+fork server (:mod:`forkserver`), as root in strict isolation:
 
 1. new mount and network namespaces (the network namespace has no interface
    up, so every connection fails at once);
@@ -18,18 +18,17 @@ fresh single-threaded process:
 4. resource limits (CPU seconds, address space, processes, open files, file
    size, no core dumps);
 5. groups, gid and uid dropped to ``plan["uid"]``; no way back;
-6. exec of ``plan["argv"]`` (the runtime) in the scratch directory.
+6. the scratch directory as the working directory.
 
-Any failure exits with status 97 and one line on stderr: the trusted side
-then reports the worker as crashed instead of running it unconfined.
+Without root (degraded isolation) only the limits (4) and the working directory
+(6) apply. Any failure raises OSError: the worker then exits with status 97 and
+the trusted side reports it as crashed instead of running it unconfined.
 """
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import resource
-import sys
 
 CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 8192, 16384, 1 << 18
@@ -96,37 +95,30 @@ def build_root(plan: dict) -> str:
     return new_root
 
 
-def limit(plan: dict) -> None:
-    limits = plan["limits"]
+def limit(limits: dict) -> None:
+    """The limits named in ``limits`` (a degraded worker leaves out processes and
+    open files: as the grader's own user, those would count the grader's too)."""
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 5))
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] << 20,) * 2)
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"],) * 2)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"],) * 2)
+    if "processes" in limits:
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"],) * 2)
+    if "open_files" in limits:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"],) * 2)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_mb"] << 20,) * 2)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def main() -> None:
-    plan = json.loads(sys.argv[1])
-    try:
-        if plan["namespaces"]:
-            _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
-            mount(None, "/", None, MS_REC | MS_PRIVATE)
-            os.chroot(build_root(plan))
-        limit(plan)
-        uid = plan.get("uid")
-        if uid is not None:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            if os.getuid() != uid or os.geteuid() != uid:
-                raise OSError("could not drop privileges")
-        os.chdir(plan["cwd"])
-        os.execve(plan["argv"][0], plan["argv"], plan["env"])
-    except OSError as exc:
-        print(f"grader jail: {exc}", file=sys.stderr)
-        os._exit(97)
-
-
-if __name__ == "__main__":
-    main()
+def confine(plan: dict) -> None:
+    if plan["namespaces"]:
+        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        os.chroot(build_root(plan))
+    limit(plan["limits"])
+    uid = plan.get("uid")
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        if os.getuid() != uid or os.geteuid() != uid:
+            raise OSError("could not drop privileges")
+    os.chdir(plan["cwd"])

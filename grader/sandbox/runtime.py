@@ -1,7 +1,7 @@
 """The worker: imports one stage of a submission and serves calls on it.
 
-Started by the trusted grader as ``python -I -B runtime.py CONFIG_JSON`` with
-two pipe descriptors (requests in, replies out). Everything it receives and
+Runs in a child of the fork server (:mod:`forkserver`), after it is confined,
+with two pipe descriptors (requests in, replies out). Everything it receives and
 sends goes through :mod:`protocol` (JSON + .npy, never pickle). Student output
 on stdout/stderr is captured and capped; it never reaches the protocol pipe.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import io
-import json
 import os
 import sys
 import time
@@ -75,10 +74,18 @@ class Worker:
         sys.modules[name] = module
         return module
 
-    def load(self):
-        from . import forbid
+    def prepare(self):
+        """Course-provided parts, before the worker is confined: the stand-ins
+        (read from the starter folder) and the stage's probes."""
         for name in self.standins:
             self._standin(name)
+        try:
+            self.probes = importlib.import_module(f"{__package__}.probes.{self.stage}")
+        except ModuleNotFoundError:
+            self.probes = None
+
+    def load(self):
+        from . import forbid
         sys.path.insert(0, self.student_dir)
         self.guard = forbid.install(self.student_dir, self.forbidden)
         path = os.path.join(self.student_dir, f"{self.stage}.py")
@@ -91,10 +98,6 @@ class Worker:
                     "message": f"{self.stage}.py line {exc.lineno}: {exc.msg}"}
         except BaseException as exc:  # noqa: BLE001 - anything a module does at import time
             return self._failure("load_error", exc)
-        try:
-            self.probes = importlib.import_module(f"{__package__}.probes.{self.stage}")
-        except ModuleNotFoundError:
-            self.probes = None
         names = sorted(n for n in vars(self.module) if not n.startswith("_"))
         return {"ok": True, "value": names}
 
@@ -163,9 +166,8 @@ def _safe_str(exc) -> str:
         return type(exc).__name__
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
-    in_fd, out_fd = config["in_fd"], config["out_fd"]
+def serve(worker: Worker, in_fd: int, out_fd: int, config: dict) -> None:
+    """Answer requests until the trusted side says exit or closes the pipe."""
     from . import protocol
 
     # Student prints go to a capped buffer; the C-level descriptors go nowhere.
@@ -174,12 +176,10 @@ def main() -> None:
     os.dup2(devnull, 2)
     captured = CappedWriter()
     sys.stdout = sys.stderr = captured
-    if config.get("library") == "torch":  # imported before the guards, so they can wrap its functions
+    if config.get("library") == "torch":  # the fork server imported it, before any guard wraps its functions
         import torch
-        import torch.nn.functional  # noqa: F401
         torch.set_num_threads(int(config.get("torch_threads") or 1))
 
-    worker = Worker(config)
     protocol.write_message(out_fd, {"ok": True, "value": "ready"})
     while True:
         try:
@@ -200,12 +200,3 @@ def main() -> None:
                 "ok": False, "kind": "bad_return", "type": type(exc).__name__,
                 "message": f"the value returned cannot be checked: {exc}",
                 "forbidden": reply["forbidden"], "output": reply["output"]})
-
-
-if __name__ == "__main__":
-    # Started as a script: make the sandbox importable as a package.
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.dirname(here))
-    __package__ = os.path.basename(here)
-    importlib.import_module(__package__)
-    main()

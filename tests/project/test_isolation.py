@@ -35,6 +35,7 @@ def test_strict_worker_is_unprivileged_offline_limited_and_blind(tmp_path, monke
     assert seen["cwd_files"] == ["a02_softmax.py"], "the scratch folder should hold only the submission"
     assert set(seen["env"]) <= ALLOWED_ENV, set(seen["env"]) - ALLOWED_ENV
     assert seen["network"] != "connected"
+    assert seen["trusted_modules"] == [], "the worker must not hold what the trusted session imported"
     limits = seen["limits"]
     assert 0 < limits["RLIMIT_AS"] <= 8 << 30 and 0 < limits["RLIMIT_CPU"] <= 3600
     assert 0 < limits["RLIMIT_NPROC"] <= 1024 and 0 < limits["RLIMIT_NOFILE"] <= 1024
@@ -50,3 +51,4 @@ def test_without_root_privileges_grading_degrades_and_says_so(tmp_path, monkeypa
     assert iso["network"] == "shared" and "not running as root" in iso["note"]
     assert set(seen["env"]) <= ALLOWED_ENV and "GRADER_TEST_SECRET" not in seen["env"]
     assert seen["cwd_files"] == ["a02_softmax.py"]
+    assert seen["trusted_modules"] == []
