@@ -45,7 +45,7 @@ class ForkServer:
                 self.ready = True
             socket.send_fds(self.sock, [json.dumps(msg).encode()], list(fds))
             return self._receive()
-        except (OSError, ValueError) as exc:
+        except (OSError, EOFError, ValueError) as exc:
             raise ForkServerFailed(self._why(exc)) from None
 
     def _receive(self) -> dict:

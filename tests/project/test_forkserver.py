@@ -1,0 +1,53 @@
+"""The fork server that starts workers: return codes, restarts, and its own failure."""
+import os
+
+import pytest
+
+from conftest import ROOT
+from grader import forkservers, isolation, stages
+from grader.errors import WorkerCrashed
+from grader.worker_client import StageWorker, StudentModule
+
+
+@pytest.fixture
+def server():
+    srv = forkservers.ForkServer("numpy", isolation.base_env(1))
+    yield srv
+    srv.close()
+
+
+def _worker(server, tmp_path, source):
+    stage = stages.get("a02_softmax")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "a02_softmax.py").write_text(source)
+    work = tmp_path / "work"
+    work.mkdir()
+    iso = isolation.Isolation.choose("strict" if os.geteuid() == 0 else "degraded").for_stage(stage)
+    return StageWorker(stage, str(sub), iso, server, str(work), budget_s=60)
+
+
+def test_each_worker_is_a_new_fork_and_a_crash_leaves_the_server_serving(server, tmp_path):
+    source = (ROOT / "solutions" / "a02_softmax.py").read_text() + (
+        "\n\ndef die(code):\n    import os\n    os._exit(code)\n\n\ndef pid():\n    import os\n    return os.getpid()\n")
+    worker = _worker(server, tmp_path, source)
+    student = StudentModule(worker)
+    try:
+        first = student.pid()
+        with pytest.raises(WorkerCrashed, match="exited with status 3"):
+            student.die(3)
+        second = student.pid()  # a fresh fork of the same server
+        assert second != first and second != server.proc.pid
+        assert abs(student.softmax([0.0, 0.0])[0] - 0.5) < 1e-12
+    finally:
+        worker.close()
+    assert worker.pid is None and server.proc.poll() is None
+
+
+def test_a_dead_fork_server_fails_only_the_stage_it_serves_with_a_reason(server, tmp_path):
+    server.proc.kill()
+    server.proc.wait()
+    worker = _worker(server, tmp_path, (ROOT / "solutions" / "a02_softmax.py").read_text())
+    with pytest.raises(WorkerCrashed, match="numpy fork server failed"):
+        StudentModule(worker).softmax([0.0])
+    assert worker.crashes == 1 and worker.events
