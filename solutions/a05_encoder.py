@@ -96,8 +96,10 @@ class MultiHeadAttention(nn.Module):
         k = self.w_k(key).view(B, n, h, d_k).transpose(1, 2)  # (B, h, n, d_k)
         v = self.w_v(value).view(B, n, h, d_k).transpose(1, 2)  # (B, h, n, d_k)
 
-        # every query against every key, scaled by sqrt(d_k) (slide 34)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, h, m, n)
+        # every query against every key, scaled by sqrt(d_k) (slide 34); scaling the queries
+        # (B, h, m, d_k) first gives the same scores as scaling the (B, h, m, n) product, for less work
+        q = q / math.sqrt(d_k)
+        scores = q @ k.transpose(-2, -1)  # (B, h, m, n)
 
         if mask is not None:
             mask = self._broadcast_mask(mask, B, m, n)  # (B|1, h|1, m|1, n), True = attend
