@@ -789,12 +789,15 @@ def _standin():
 
 
 def test_vectorised(student):
-    """MultiHeadAttention is vectorised: at most 20x the reference's time on a batch of 8 x 8 heads x 32 tokens"""
+    """MultiHeadAttention is vectorised: at most 10x the reference's time on a batch of 8 x 8 heads x 32 tokens"""
     # Timing across two processes is noisy on a loaded machine, so each process interleaves its
     # candidate with the same yardstick (the torch-built stand-in): here reference vs yardstick,
     # in the worker student vs yardstick. The student's time over the reference's time is then
-    # (student / yardstick in the worker) * (yardstick / reference here). A loop over batch,
-    # heads and queries (2048 small products) is ~100x slower than the reference; 20x is the limit.
+    # (student / yardstick in the worker) * (yardstick / reference here). Measured in one process
+    # (1 thread): a loop over the heads 1.7x, over batch elements and heads 5.9x (both fair, if
+    # slower); a loop over batch, heads and queries for the weighted sum alone (2048 small products)
+    # 22-29x, whatever the sizes; through the worker the estimate comes out lower (16x for that
+    # loop), since the guards slow the yardstick there too. 10x leaves room on either side.
     B, n, d, h = 8, 32, 32, 8
     init = {"d_model": d, "n_heads": h}
     ref_model, state = _make("MultiHeadAttention", init, seed=99)
@@ -823,8 +826,8 @@ def test_vectorised(student):
     _check_load(reply, "MultiHeadAttention")
     took = reply["seconds"]
     ratio = (took / reply["baseline_seconds"]) * (best["yardstick"] / best["ref"])
-    if ratio > 20:
+    if ratio > 10:
         raise AssertionError(
             f"MultiHeadAttention on (8, 32, 32) with 8 heads took {took * 1e3:.1f} ms, about {ratio:.0f}x the "
-            "reference's time: a Python loop over heads, tokens or batch elements? Compute all heads and positions "
+            "reference's time: a Python loop over the tokens (queries)? Compute all heads and positions "
             "at once with batched matrix products (q @ k.transpose(-2, -1) on (B, h, m, d_k)), slide 38.")
