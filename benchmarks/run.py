@@ -179,7 +179,8 @@ def bench_check(ctx) -> list:
     env = user_env(ctx.keep_env)
     check_cmd = [PY, "-m", "grader", "check", "a02_softmax", str(sub)]
     numpy_cmd = [PY, "-c", "import numpy"]
-    cpu = {"check": [], "numpy": []}
+    floor_cmd = [PY, "-c", "import numpy, pytest"]  # what any pytest-based check of numpy code must import
+    cpu = {"check": [], "numpy": [], "floor": []}
 
     def timed(name, cmd, e):
         def go():
@@ -190,15 +191,18 @@ def bench_check(ctx) -> list:
             return wall
         return go
 
-    times = interleaved({"check": timed("check", check_cmd, env), "numpy": timed("numpy", numpy_cmd, env)},
-                        repeat=repeat, warmup=1)
+    times = interleaved({"check": timed("check", check_cmd, env), "numpy": timed("numpy", numpy_cmd, env),
+                         "floor": timed("floor", floor_cmd, env)}, repeat=repeat, warmup=1)
     a, b = summary(times["check"]), summary(times["numpy"])
+    floor = summary(times["floor"])["min"]
     ratio = a["min"] / b["min"]
     # CPU: the warm-up runs are the first entries
     cpu_check, cpu_numpy = min(cpu["check"][1:]), min(cpu["numpy"][1:])
     notes = [f"{repeat} runs each, interleaved, after one warm-up; best of each; median pair ratio "
              f"{paired_ratio(times['check'], times['numpy']):.1f}x",
              f"CPU seconds (all processes): {cpu_check:.2f} vs {cpu_numpy:.2f} = {cpu_check / cpu_numpy:.1f}x",
+             f"floor: `python -c 'import numpy, pytest'` alone takes {fmt_s(floor)} = {floor / b['min']:.1f}x "
+             f"(CPU {min(cpu['floor'][1:]) / cpu_numpy:.1f}x); check spends {fmt_s(a['min'] - floor)} beyond it",
              f"isolation: {'strict (root)' if os.geteuid() == 0 else 'degraded'}"]
     if not ctx.keep_env and "PYTHONDONTWRITEBYTECODE" in os.environ:
         # what a session of this workplace sees (no bytecode caches, assertion rewriting every time)

@@ -94,9 +94,10 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
     json_path = os.path.join(private, "pytest.json")
     # Only the plugins grading needs: the ones installed packages register by entry point
     # (anyio, platformdirs, pytest-metadata) cost a large share of the session's start-up, and
-    # pytest's own that grading never uses another ~30 ms (fixtures such as tmp_path stay).
+    # pytest's own that grading never uses another ~45 ms (unraisableexception runs gc.collect at
+    # the end; fixtures such as tmp_path stay).
     unused = ["cacheprovider", "doctest", "junitxml", "pastebin", "stepwise", "setuponly", "setupplan",
-              "faulthandler", "debugging", "nose", "unittest"]
+              "faulthandler", "debugging", "nose", "unittest", "unraisableexception", "threadexception"]
     args = ["-p", "pytest_jsonreport.plugin", "-p", "grader.plugin", *[f"-pno:{name}" for name in unused],
             "-q", "--no-header", "-rN", "--tb=no",
             f"--rootdir={paths.ROOT}", "-c", str(paths.ROOT / "tests" / "grading.ini"),
