@@ -9,13 +9,13 @@ fork of the session, so it holds nothing the session has read.
 """
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
 import tempfile
 
 from . import isolation, paths
+from .sandbox.forkserver import receive_message, send_message
 
 _servers: dict = {}
 
@@ -27,7 +27,7 @@ class ForkServerFailed(RuntimeError):
 class ForkServer:
     def __init__(self, library: str, env: dict):
         self.library = library
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"), library, str(theirs.fileno())],
@@ -43,16 +43,16 @@ class ForkServer:
             if not self.ready:
                 self._receive()
                 self.ready = True
-            socket.send_fds(self.sock, [json.dumps(msg).encode()], list(fds))
+            send_message(self.sock, msg, fds)
             return self._receive()
         except (OSError, EOFError, ValueError) as exc:
             raise ForkServerFailed(self._why(exc)) from None
 
     def _receive(self) -> dict:
-        data = self.sock.recv(1 << 16)
-        if not data:
+        msg = receive_message(self.sock)
+        if msg is None:
             raise EOFError("the fork server exited")
-        return json.loads(data)
+        return msg
 
     def _why(self, exc) -> str:
         self._stderr.seek(0)

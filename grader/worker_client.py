@@ -188,7 +188,7 @@ class StageWorker:
                    "SIGSEGV": " (a crash in native code)", "SIGXFSZ": " (wrote too large a file)"}.get(sig, "")
             what = f"was killed by {sig}{why}"
         elif code == 97:
-            what = f"could not be confined: {err.decode(errors='replace').strip()}"
+            what = f"could not be set up and confined: {err.decode(errors='replace').strip()}"
         elif code is not None:
             what = f"exited with status {code} (did the code call sys.exit or os._exit?)"
         else:

@@ -15,11 +15,13 @@ then waits. For each worker it forks a child that
    every other one, and replaces its environment with the worker's;
 2. prepares the stage (course-provided stand-ins and probes, :meth:`Worker.prepare`);
 3. confines itself (:func:`jail.confine`: namespaces, a new root, limits, an
-   unprivileged uid); on failure it exits with status 97 and one line on stderr;
+   unprivileged uid); if any of 1-3 fails it exits with status 97 and one line
+   on stderr, never running unconfined;
 4. serves the stage (:func:`runtime.serve`) and exits, never returning here.
 
-Messages on a Unix ``SOCK_SEQPACKET`` socket pair, one JSON object per packet,
-one request at a time (the session is single-threaded):
+Messages on a Unix stream socket pair (:func:`send_message`, :func:`receive_message`:
+a 4-byte length, then JSON; descriptors ride along), one request at a time (the
+session is single-threaded):
 
   {"op": "spawn", "config": RUNTIME_CONFIG, "plan": JAIL_PLAN} + 3 descriptors -> {"pid": N}
   {"op": "wait", "pid": N, "timeout": S}  -> {"returncode": C or null (still running)}
@@ -31,16 +33,51 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import sys
 import time
 import traceback
 
-MAX_PACKET = 1 << 20
-JAIL_FAILED = 97
+MAX_MESSAGE = 1 << 20
+SETUP_FAILED = 97
+
+
+def send_message(sock: socket.socket, msg: dict, fds=()) -> None:
+    data = json.dumps(msg).encode()
+    data = struct.pack(">I", len(data)) + data
+    sent = socket.send_fds(sock, [data], list(fds))
+    sock.sendall(data[sent:])
+
+
+def receive_message(sock: socket.socket, with_fds: bool = False):
+    """The next message (and the descriptors sent with it); None when the peer closed."""
+    head, fds, _, _ = socket.recv_fds(sock, 4, 3) if with_fds else (sock.recv(4), [], 0, None)
+    while head and len(head) < 4:
+        more = sock.recv(4 - len(head))
+        if not more:
+            break
+        head += more
+    if len(head) < 4:
+        return (None, fds) if with_fds else None
+    (length,) = struct.unpack(">I", head)
+    if length > MAX_MESSAGE:
+        raise ValueError(f"a message of {length} bytes")
+    body = b""
+    while len(body) < length:
+        more = sock.recv(length - len(body))
+        if not more:
+            raise EOFError("the peer closed in the middle of a message")
+        body += more
+    msg = json.loads(body)
+    return (msg, fds) if with_fds else msg
 
 
 def preload(library: str) -> None:
-    """Import what every worker of ``library`` would otherwise import itself."""
+    """Import what every worker of ``library`` would otherwise import itself. Linux only:
+    elsewhere (macOS) a fork of a process that loaded the system's numerical frameworks is
+    not safe, so each worker imports them after the fork, as a fresh interpreter would."""
+    if sys.platform != "linux":
+        return
     import numpy  # noqa: F401
 
     from . import forbid, jail, protocol, runtime  # noqa: F401
@@ -57,25 +94,21 @@ class Server:
         self.finished: dict[int, int] = {}  # pid -> returncode, reaped before anyone asked
 
     def serve(self) -> None:
-        self.send({"ready": True})
+        send_message(self.sock, {"ready": True})
         while True:
             try:
-                data, fds, _, _ = socket.recv_fds(self.sock, MAX_PACKET, 3)
-            except ConnectionError:
+                req, fds = receive_message(self.sock, with_fds=True)
+            except (ConnectionError, EOFError):
                 return
-            if not data:  # the session closed its end
+            if req is None:  # the session closed its end
                 return
-            req = json.loads(data)
             self.reap()
             if req["op"] == "spawn":
-                self.send({"pid": self.spawn(req, fds)})
+                send_message(self.sock, {"pid": self.spawn(req, fds)})
             elif req["op"] == "wait":
-                self.send({"returncode": self.wait(req["pid"], req.get("timeout", 0))})
+                send_message(self.sock, {"returncode": self.wait(req["pid"], req.get("timeout", 0))})
             for fd in fds:
                 os.close(fd)
-
-    def send(self, msg: dict) -> None:
-        self.sock.send(json.dumps(msg).encode())
 
     def spawn(self, req: dict, fds: list) -> int:
         pid = os.fork()
@@ -118,13 +151,9 @@ def _child(config: dict, plan: dict, in_fd: int, out_fd: int, err_fd: int) -> No
         os.dup2(null, 0)
         os.dup2(null, 1)
         os.dup2(err_fd, 2)
-        keep = {0, 1, 2, in_fd, out_fd}
-        for fd in map(int, os.listdir("/proc/self/fd")):
-            if fd not in keep:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        keep = sorted({0, 1, 2, in_fd, out_fd})
+        for low, high in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
+            os.closerange(low + 1, high)  # everything else the server had open
         os.environ.clear()
         os.environ.update(plan["env"])
         import tempfile
@@ -134,9 +163,9 @@ def _child(config: dict, plan: dict, in_fd: int, out_fd: int, err_fd: int) -> No
         worker = runtime.Worker(config)
         worker.prepare()
         jail.confine(plan)
-    except OSError as exc:
-        os.write(2, f"grader jail: {exc}\n".encode(errors="replace"))
-        os._exit(JAIL_FAILED)
+    except BaseException as exc:  # noqa: BLE001 - never run a worker that is not set up and confined
+        os.write(2, f"grader worker set-up: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
+        os._exit(SETUP_FAILED)
     try:
         runtime.serve(worker, in_fd, out_fd, config)
     except BaseException:  # noqa: BLE001 - whatever happens, never return into the server loop

@@ -75,14 +75,14 @@ class Worker:
         return module
 
     def prepare(self):
-        """Course-provided parts, before the worker is confined: the stand-ins
-        (read from the starter folder) and the stage's probes."""
+        """Course-provided parts, imported before the worker is confined (afterwards the
+        grader's folder no longer exists for it): the stand-ins of earlier stages (with
+        their starter modules), the stage's probes, and the stage's own stand-in where the
+        course has one (a probe's yardstick; the student bundle ships none)."""
         for name in self.standins:
             self._standin(name)
-        try:
-            self.probes = importlib.import_module(f"{__package__}.probes.{self.stage}")
-        except ModuleNotFoundError:
-            self.probes = None
+        self.probes = _optional_module(f"{__package__}.probes.{self.stage}")
+        _optional_module(f"{__package__}.standins.{self.stage}")
 
     def load(self):
         from . import forbid
@@ -148,6 +148,17 @@ class Worker:
             "message": _safe_str(exc)[:2000], "where": where,
             "traceback": "".join(traceback.format_list(frames[-5:]))[-4000:],
         }
+
+
+def _optional_module(name: str):
+    """The module ``name``, or None if it or its package does not exist (an import
+    failing inside it still raises)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if not (exc.name and (name == exc.name or name.startswith(exc.name + "."))):
+            raise
+        return None
 
 
 def _best_time(fn, args, kwargs, repeat):

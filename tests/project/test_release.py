@@ -96,3 +96,10 @@ def test_check_works_in_the_bundle_on_a_fresh_venv(bundle, tmp_path):
     assert on_work.returncode == 0, on_work.stderr[-2000:]
     points = stages.get("a02_softmax").points
     assert f"{points:.2f} / {points:.0f}" in on_work.stdout, on_work.stdout[-2000:]
+    # a torch stage whose public tests use probes (the bundle has no stand-ins to give them)
+    shutil.copy(paths.SOLUTIONS / "a05_encoder.py", work)
+    on_torch = subprocess.run([py, "-m", "grader", "check", "a05", str(work)], cwd=bundle, env=env,
+                              capture_output=True, text=True, timeout=600)
+    assert on_torch.returncode == 0, on_torch.stderr[-2000:]
+    points = stages.get("a05_encoder").points
+    assert f"{points:.2f} / {points:.0f}" in on_torch.stdout, on_torch.stdout[-2000:]
