@@ -230,25 +230,31 @@ def bench_batch(ctx) -> list:
     made = sorted(p.name for p in klass.iterdir())
     env = user_env(ctx.keep_env)
     repeat = ctx.repeat or (1 if ctx.quick else 2)
-    order = [1, 2, 2, 1, 1, 2, 2, 1][:2 * repeat]  # interleaved: neither side always runs first
+    # interleaved: neither side always runs first. "1c": 1 worker confined to one core (taskset),
+    # the scaling from one core to two without the overlap inside a single grading
+    order = [1, 2, "1c", "1c", 2, 1, 1, 2, "1c", "1c", 2, 1][:3 * repeat]
     if ctx.reverse_batch:
-        order = [3 - w for w in order]
-    runs = {1: [], 2: []}
-    for workers in order:
-        out = base / f"out-{workers}"
+        order = order[::-1]
+    if not shutil.which("taskset"):
+        order = [w for w in order if w != "1c"]
+    runs = {1: [], 2: [], "1c": []}
+    for key in order:
+        workers = 1 if key == "1c" else key
+        out = base / f"out-{key}"
         shutil.rmtree(out, ignore_errors=True)
-        argv = [PY, "-m", "grader", "batch", str(klass), "--workers", str(workers), "--out", str(out),
+        argv = [*(["taskset", "-c", "0"] if key == "1c" else []),
+                PY, "-m", "grader", "batch", str(klass), "--workers", str(workers), "--out", str(out),
                 "--stages", ",".join(stages), "--regrade"]
-        log(f"  batch of {len(made)} submissions on {workers} worker(s) ...")
+        log(f"  batch of {len(made)} submissions on {workers} worker(s){' on one core' if key == '1c' else ''} ...")
         wall, cp = run_timed(argv, env=env, timeout=7200)
         m = re.search(r"graded now (\d+).*?([\d.]+) submissions/min over (\d+) s", cp.stdout.replace("\n", " "))
         if not m:
             raise RuntimeError(f"could not read the batch summary:\n{cp.stdout[-2000:]}")
         graded, per_min, loop_s = int(m.group(1)), float(m.group(2)), float(m.group(3))
-        runs[workers].append({"wall": wall, "cpu": cp.cpu_s, "graded": graded, "per_min": per_min,
+        runs[key].append({"wall": wall, "cpu": cp.cpu_s, "graded": graded, "per_min": per_min,
                               "grading_s": loop_s, "per_min_wall": graded / wall * 60,
                               "cores_used": cp.cpu_s / wall})
-        log(f"  {workers} worker(s): {graded} graded, {per_min:.1f}/min while grading, {wall:.0f} s in all, "
+        log(f"  {key} worker(s): {graded} graded, {per_min:.1f}/min while grading, {wall:.0f} s in all, "
             f"{cp.cpu_s / wall:.2f} cores busy on average")
     # the best run of each side (the least disturbed by other people's load)
     results = {w: max(runs[w], key=lambda r: r["per_min"]) for w in (1, 2)}
@@ -265,7 +271,14 @@ def bench_batch(ctx) -> list:
              f"cores kept busy on average: {results[1]['cores_used']:.2f} (1 worker), "
              f"{results[2]['cores_used']:.2f} (2 workers) of {os.cpu_count()}",
              f"{repeat} run(s) each, interleaved ({', '.join(map(str, order))} workers); best of each; all rates: "
-             + "; ".join(f"{w} worker(s) " + ", ".join(f"{r['per_min']:.1f}" for r in runs[w]) for w in (1, 2))]
+             + "; ".join(f"{w} worker(s) " + ", ".join(f"{r['per_min']:.1f}" for r in runs[w]) for w in runs)]
+    if runs["1c"]:
+        one_core = max(r["per_min"] for r in runs["1c"])
+        notes.append(f"one core to two: 1 worker confined to one core (taskset -c 0) {one_core:.1f}/min -> "
+                     f"2 workers {results[2]['per_min']:.1f}/min = {results[2]['per_min'] / one_core:.2f}x; "
+                     f"unconfined, one grading keeps {results[1]['cores_used']:.2f} cores busy (its fork server "
+                     f"starts beside the session), which bounds the figure near "
+                     f"{os.cpu_count() / results[1]['cores_used']:.2f}x")
     if len(made) < 50:
         notes.append(f"only {len(made)} submissions (--quick): the target asks for >= 50")
     return [Result("batch", f"batch throughput, 2 workers vs 1 ({len(made)} submissions)",

@@ -78,10 +78,12 @@ def _notebook_alone(path: str, tmp: str) -> str:
 
 
 def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_hash: str | None = None,
-               isolation: str = "auto", threads: int = 1) -> dict:
+               isolation: str = "auto", threads: int = 1, in_process: bool = False) -> dict:
     """Grade the submission at ``path`` on the hidden suites; return its schema-v1 report.
 
-    The Dask executor submits exactly this function. ``hide`` are paths the
+    The Dask executor submits exactly this function (a long-lived Dask worker keeps
+    the pytest session in a process of its own); the local executor's per-submission
+    process runs it with ``in_process`` (``run.grade``). ``hide`` are paths the
     student's worker must not read (the class's folder, the outputs).
     ``suite_hash``, when given, must equal this side's hash of the test suite
     (a cluster worker with another checkout of the course refuses to grade).
@@ -100,7 +102,8 @@ def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_has
             tmp = tempfile.mkdtemp(prefix="grader-nb-")
             target = _notebook_alone(path, tmp)
         rep = run.grade(target, kind="hidden", stage_ids=[s.id for s in chosen], isolation=isolation,
-                        submission_id=submission_id, threads=threads, hide=tuple(str(h) for h in hide))
+                        submission_id=submission_id, threads=threads, hide=tuple(str(h) for h in hide),
+                        in_process=in_process)
         rep["submission"]["path"] = str(path)
         return rep
     finally:
@@ -137,7 +140,7 @@ def child_main(spec_json: str) -> int:
     """``python -m grader.executors SPEC``: grade one submission, write the outcome as JSON."""
     spec = json.loads(spec_json)
 
-    def die_with_group(signum, frame):  # the batch died or gave up on us: take pytest along
+    def die_with_group(signum, frame):  # the batch died or gave up on us: take the fork servers along
         try:
             os.killpg(os.getpgid(0), signal.SIGKILL)
         finally:
@@ -157,7 +160,9 @@ def child_main(spec_json: str) -> int:
             from . import batch, stages
             suite = batch.suite_hash(stages.resolve(spec["stage_ids"]))
         fn = _import_target(target)
-        rep = fn(spec["path"], spec["submission_id"], spec["stage_ids"], spec["hide"], None)
+        # this process grades one submission and exits: its pytest session can run right here
+        extra = {"in_process": True} if target == DEFAULT_TARGET else {}
+        rep = fn(spec["path"], spec["submission_id"], spec["stage_ids"], spec["hide"], None, **extra)
         result = {"status": "graded", "report": rep}
     except Exception as exc:  # noqa: BLE001 - whatever happened is this submission's row
         status, error = _outcome_of_exception(exc)

@@ -22,15 +22,16 @@ def test_file(stage, kind: str):
 
 def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
           submission_id: str | None = None, threads: int = 1, hide=(), fast_only: bool = False,
-          reverse_order: bool = False, in_process: bool = False) -> dict:
+          reverse_order: bool = False, in_process: bool = False, validate: bool = True) -> dict:
     """Grade the submission at ``path`` and return the schema-v1 report.
 
     ``fast_only`` leaves out tests marked ``slow`` (end-to-end training); the
     mutant catalogue uses it, since a mistake caught by a subset of the tests is
     caught by all of them. Students are always graded on every test.
-    ``in_process`` runs the pytest session in this process instead of a new one
-    (``check``: public tests, one-shot command; the student's code still runs in
-    confined workers) and skips the schema check of the report (only printed).
+    ``in_process`` runs the pytest session in this process instead of a new one:
+    for a process that grades one submission and exits (``check``, a batch's
+    per-submission process); the student's code still runs in confined workers.
+    ``validate=False`` skips the schema check of the report (``check`` only prints it).
     Raises ``submission.UnreadableSubmission`` when nothing can be graded.
     """
     start = time.monotonic()
@@ -63,7 +64,7 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         widest = max(chosen, key=lambda s: (s.memory_mb, s.time_limit_s))
         result = report.assemble(intake, kind, entries, errors, iso_choice.for_stage(widest).describe(),
                                  time.monotonic() - start)
-        if not in_process:
+        if validate:
             report.validate(result)
         return result
     finally:
