@@ -36,8 +36,11 @@ class ForkServer:
         theirs.close()
         self.sock = ours
         self.ready = False
+        self.failed = None  # after one failure (a timeout may leave a late reply behind) every request fails
 
     def _ask(self, msg: dict, fds=(), timeout: float = 60.0) -> dict:
+        if self.failed:
+            raise ForkServerFailed(self.failed)
         self.sock.settimeout(timeout)
         try:
             if not self.ready:
@@ -46,7 +49,8 @@ class ForkServer:
             send_message(self.sock, msg, fds)
             return self._receive()
         except (OSError, EOFError, ValueError) as exc:
-            raise ForkServerFailed(self._why(exc)) from None
+            self.failed = self._why(exc)
+            raise ForkServerFailed(self.failed) from None
 
     def _receive(self) -> dict:
         msg = receive_message(self.sock)

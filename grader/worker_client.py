@@ -107,7 +107,15 @@ class StageWorker:
             protocol.write_message(self._w, {"op": "exit"})
         except OSError:
             pass
-        self._release(exited=self.server.wait(self.pid, timeout=2) is not None)
+        self._release(exited=self._exit_code(timeout=2) is not None)
+
+    def _exit_code(self, timeout: float):
+        """The worker's return code, or None (still running, or its fork server is gone:
+        then init reaps it)."""
+        try:
+            return self.server.wait(self.pid, timeout=timeout)
+        except ForkServerFailed:
+            return None
 
     def _kill(self):
         self._release(exited=False)
@@ -124,7 +132,7 @@ class StageWorker:
             except (ProcessLookupError, PermissionError):
                 pass
         if not exited:
-            self.server.wait(self.pid, timeout=10)
+            self._exit_code(timeout=10)
         for fd in (self._w, self._r):
             try:
                 os.close(fd)
@@ -175,7 +183,7 @@ class StageWorker:
             self._crashed(doing, exc)
 
     def _crashed(self, doing, exc=None):
-        code = self.server.wait(self.pid, timeout=1) if self.pid is not None else None
+        code = self._exit_code(timeout=1) if self.pid is not None else None
         err = b""
         if getattr(self, "_stderr", None):
             self._stderr.seek(0)

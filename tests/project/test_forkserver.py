@@ -51,3 +51,15 @@ def test_a_dead_fork_server_fails_only_the_stage_it_serves_with_a_reason(server,
     with pytest.raises(WorkerCrashed, match="numpy fork server failed"):
         StudentModule(worker).softmax([0.0])
     assert worker.crashes == 1 and worker.events
+
+
+def test_a_fork_server_dying_under_a_running_worker_costs_that_stage_only(server, tmp_path):
+    worker = _worker(server, tmp_path, (ROOT / "solutions" / "a02_softmax.py").read_text())
+    student = StudentModule(worker)
+    assert abs(student.softmax([0.0, 0.0])[0] - 0.5) < 1e-12
+    server.proc.kill()
+    server.proc.wait()
+    worker.close()  # no exception: the worker is killed directly
+    assert worker.pid is None
+    with pytest.raises(WorkerCrashed, match="fork server failed"):
+        student.softmax([0.0])
