@@ -164,3 +164,26 @@ def check_weights_loaded(reply: dict, kind: str, contract: str, note: str = "") 
     if reply.get("missing") or reply.get("unexpected"):
         raise AssertionError(f"your {kind} does not have the contract's parameters: missing {reply['missing'][:6]}, "
                              f"unexpected {reply['unexpected'][:6]} (names of the contract: {contract}{note})")
+
+
+def randomise_norms_and_biases(module, seed: int, bias_scale: float = 0.3, embedding_scale: float | None = None):
+    """Give a freshly built torch module reproducible weights where torch's initialisation is
+    trivial, so that a missing or swapped LayerNorm or bias shows: norm weights 1 + 0.3 N(0, 1)
+    instead of 1, biases ``bias_scale`` N(0, 1) instead of 0 and, with ``embedding_scale``, the
+    embedding tables too. Drawn in parameter order from a generator seeded with ``seed``."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if embedding_scale is not None and "embeddings" in name:
+                p.copy_(embedding_scale * torch.randn(p.shape, generator=gen))
+            elif "norm" in name and name.endswith("weight"):
+                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("bias"):
+                p.copy_(bias_scale * torch.randn(p.shape, generator=gen))
+
+
+def seeded_randn(*shape, seed: int):
+    """A torch tensor of standard normal numbers that depends only on ``seed``."""
+    import torch
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))

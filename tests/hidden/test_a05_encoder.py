@@ -19,7 +19,8 @@ import pytest
 import torch
 
 from grader.errors import StudentError
-from grader.testing import as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor, reference
+from grader.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor,
+                            randomise_norms_and_biases, reference, seeded_randn)
 
 STAGE = "a05_encoder"
 ATOL = RTOL = 1e-5
@@ -36,20 +37,10 @@ def _make(kind, init, seed):
     """A reference module with reproducible, non-trivial weights, and its state_dict without `pe`."""
     torch.manual_seed(seed)
     model = getattr(R(), kind)(**init)
-    gen = torch.Generator().manual_seed(1000 + seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name and name.endswith("weight"):
-                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
-            elif name.endswith("bias"):
-                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
+    randomise_norms_and_biases(model, 1000 + seed)
     model.eval()
     state = {k: v.detach().clone() for k, v in model.state_dict().items() if k != "pe"}
     return model, state
-
-
-def _randn(*shape, seed):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def _rand_mask(*shape, seed, p=0.4):
@@ -274,7 +265,7 @@ def test_attention_matches_reference(student, mask_kind):
     B, m, n, d, h = 3, 5, 7, 16, 4
     init = {"d_model": d, "n_heads": h}
     ref_model, state = _make("MultiHeadAttention", init, seed=1)
-    q, k, v = _randn(B, m, d, seed=2), _randn(B, n, d, seed=3), _randn(B, n, d, seed=4)
+    q, k, v = seeded_randn(B, m, d, seed=2), seeded_randn(B, n, d, seed=3), seeded_randn(B, n, d, seed=4)
     mask = _attention_case(mask_kind, B, m, n, h)
     with torch.no_grad():
         want = ref_model(q, k, v, mask)
@@ -299,7 +290,7 @@ def test_attention_weights_rows_sum_to_one(student):
     B, m, n, d, h = 2, 4, 6, 12, 3
     init = {"d_model": d, "n_heads": h, "dropout": 0.5}
     ref_model, state = _make("MultiHeadAttention", init, seed=5)
-    q, kv = _randn(B, m, d, seed=6), _randn(B, n, d, seed=7)
+    q, kv = seeded_randn(B, m, d, seed=6), seeded_randn(B, n, d, seed=7)
     with torch.no_grad():
         ref_model(q, kv, kv)
     want_w = ref_model.attn_weights
@@ -324,7 +315,7 @@ def test_fully_masked_rows_zero_not_nan(student):
     B, n, d, h = 2, 5, 8, 2
     init = {"d_model": d, "n_heads": h}
     ref_model, state = _make("MultiHeadAttention", init, seed=8)
-    x = _randn(B, n, d, seed=9)
+    x = seeded_randn(B, n, d, seed=9)
     mask = torch.ones(B, n, n, dtype=torch.bool)
     mask[1, 3] = False  # query 3 of sample 1 may look at nothing
     mask[0, :, 2] = False
@@ -361,9 +352,9 @@ def test_attention_dropout_on_weights(student):
     eye = torch.eye(d)
     state.update({"w_v.weight": eye.clone(), "w_o.weight": eye.clone(),
                   "w_v.bias": torch.zeros(d), "w_o.bias": torch.zeros(d)})
-    q = _randn(B, m, d, seed=11)
+    q = seeded_randn(B, m, d, seed=11)
     c = 1.0 + torch.rand(d, generator=torch.Generator().manual_seed(12))
-    kv_keys = _randn(B, n, d, seed=13)
+    kv_keys = seeded_randn(B, n, d, seed=13)
     value = c.expand(B, n, d).clone()  # every value row is c: any mix of values is c * (sum of weights)
     results = _run(student, "MultiHeadAttention", init, state, [{"args": [q, kv_keys, value]}], train=True, seed=3)
     out = _tensor(results[0]["out"], "MultiHeadAttention in train mode")
@@ -396,7 +387,7 @@ def test_feed_forward_matches_reference(student, activation):
     """PositionwiseFeedForward matches the reference (relu and exact-erf gelu)"""
     init = {"d_model": 12, "d_ff": 30, "activation": activation}
     ref_model, state = _make("PositionwiseFeedForward", init, seed=20)
-    x = _randn(2, 5, 12, seed=21)
+    x = seeded_randn(2, 5, 12, seed=21)
     with torch.no_grad():
         want = ref_model(x)
     results = _run(student, "PositionwiseFeedForward", init, state, [{"args": [x]}])
@@ -454,7 +445,7 @@ def test_encoder_layer_matches_reference(student, case):
     B, n, d, h = 3, 6, 16, 4
     init = {"d_model": d, "n_heads": h, "d_ff": 40, "activation": activation, "layer_norm_eps": 1e-6}
     ref_model, state = _make("EncoderLayer", init, seed=30)
-    x = _randn(B, n, d, seed=31)
+    x = seeded_randn(B, n, d, seed=31)
     if case.endswith("padding_mask"):
         mask = (torch.arange(n)[None, :] < torch.tensor([6, 3, 5])[:, None])[:, None, None, :]
     elif case.endswith("3d_mask"):
@@ -480,7 +471,7 @@ def test_encoder_layer_permutation_equivariant(student):
     """without positions, shuffling the tokens shuffles the EncoderLayer's outputs the same way"""
     init = {"d_model": 16, "n_heads": 4, "d_ff": 32}
     _, state = _make("EncoderLayer", init, seed=40)
-    x = _randn(2, 7, 16, seed=41)
+    x = seeded_randn(2, 7, 16, seed=41)
     perm = torch.tensor([3, 0, 6, 1, 5, 2, 4])
     results = _run(student, "EncoderLayer", init, state, [{"args": [x]}, {"args": [x[:, perm]]}])
     a = _tensor(results[0]["out"], "EncoderLayer(x)")
@@ -497,7 +488,7 @@ def test_padding_never_changes_real_tokens(student):
     B, n, d, h = 3, 6, 16, 4
     init = {"d_model": d, "n_heads": h, "d_ff": 32}
     _, state = _make("EncoderLayer", init, seed=50)
-    x = _randn(B, n, d, seed=51)
+    x = seeded_randn(B, n, d, seed=51)
     real = torch.arange(n)[None, :] < torch.tensor([6, 2, 4])[:, None]  # (B, n)
     reply = student.probe("padding_invariance", kind="EncoderLayer", init=init, state_dict=state, x=x,
                           mask=real[:, None, None, :], real=real)
@@ -644,16 +635,16 @@ def test_gradients_reach_every_parameter(student, case):
         init = {"vocab_size": 20, "d_model": 16, "n_heads": 4, "d_ff": 32, "n_layers": 2, "max_len": 16, "pad_id": 0}
         ref_model, state = _make(kind, init, seed=70)
         args = [torch.tensor([[3, 7, 9, 2, 0, 0], [5, 1, 4, 8, 6, 11]])]
-        grad_out = _randn(2, 6, 16, seed=71)
+        grad_out = seeded_randn(2, 6, 16, seed=71)
     else:
         kind = "MultiHeadAttention"
         init = {"d_model": 16, "n_heads": 4}
         ref_model, state = _make(kind, init, seed=72)
-        q, kv = _randn(2, 4, 16, seed=73), _randn(2, 5, 16, seed=74)
+        q, kv = seeded_randn(2, 4, 16, seed=73), seeded_randn(2, 5, 16, seed=74)
         mask = _rand_mask(2, 4, 5, seed=75)
         mask[1, 2] = False
         args = [q, kv, kv.clone(), mask]
-        grad_out = _randn(2, 4, 16, seed=76)
+        grad_out = seeded_randn(2, 4, 16, seed=76)
     ref_model.zero_grad()
     (ref_model(*args) * grad_out).sum().backward()
     reply = student.probe("gradients", kind=kind, init=init, state_dict=state, args=args, grad_out=grad_out)
@@ -720,15 +711,15 @@ def test_value_errors(student, case):
     """bad shapes and n_heads not dividing d_model raise ValueError naming the shapes"""
     what_kind, numbers = ERROR_CASES[case]
     init = {"d_model": 16, "n_heads": 4}
-    x = _randn(2, 5, 16, seed=90)
-    kv = _randn(2, 7, 16, seed=91)
+    x = seeded_randn(2, 5, 16, seed=90)
+    kv = seeded_randn(2, 7, 16, seed=91)
     kind = "MultiHeadAttention"
     if what_kind == "construct":
         kind, init, calls, what = kind, {"d_model": 10, "n_heads": 3}, [], "MultiHeadAttention(d_model=10, n_heads=3)"
     elif what_kind == "query":
         calls, what = [{"args": [x[0], kv, kv]}], "MultiHeadAttention(16, 4) with a 2-D query (5, 16)"
     elif what_kind == "key_d":
-        k12 = _randn(2, 7, 12, seed=92)
+        k12 = seeded_randn(2, 7, 12, seed=92)
         calls, what = [{"args": [x, k12, k12]}], "MultiHeadAttention(16, 4) with key/value (2, 7, 12)"
     elif what_kind == "kv_len":
         calls, what = [{"args": [x, kv, kv[:, :6]]}], "MultiHeadAttention(16, 4) with key (2, 7, 16), value (2, 6, 16)"
@@ -771,7 +762,7 @@ def test_no_forbidden_attention_api(student):
     # The worker enforces the stage's forbidden list: a forbidden call made from the submission fails this
     # test (and is reported with the name of the call). Here every class runs once.
     mha_init = {"d_model": 8, "n_heads": 2}
-    x = _randn(1, 3, 8, seed=95)
+    x = seeded_randn(1, 3, 8, seed=95)
     _run(student, "MultiHeadAttention", mha_init, None, [{"args": [x, x, x]}])
     _run(student, "EncoderLayer", {"d_model": 8, "n_heads": 2, "d_ff": 16}, None, [{"args": [x]}])
     _run(student, "Encoder", {"vocab_size": 9, "d_model": 8, "n_heads": 2, "d_ff": 16, "n_layers": 1, "max_len": 8},
@@ -801,7 +792,7 @@ def test_vectorised(student):
     B, n, d, h = 8, 32, 32, 8
     init = {"d_model": d, "n_heads": h}
     ref_model, state = _make("MultiHeadAttention", init, seed=99)
-    x = _randn(B, n, d, seed=98)
+    x = seeded_randn(B, n, d, seed=98)
     lengths = torch.tensor([32, 25, 16, 5, 32, 1, 30, 12])
     mask = (torch.arange(n)[None, :] < lengths[:, None])[:, None, None, :]
     yardstick = _standin().MultiHeadAttention(d, h)

@@ -28,7 +28,8 @@ import torch
 
 from grader import paths
 from grader.errors import StudentError
-from grader.testing import as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor, reference
+from grader.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor,
+                            randomise_norms_and_biases, reference, seeded_randn)
 
 STAGE = "a06_decoder"
 ATOL = RTOL = 1e-5          # one layer
@@ -51,22 +52,14 @@ def _make(kind, init, seed, scale_generator=1.0):
     """A reference module with reproducible, non-trivial weights, and its parameters (no buffers)."""
     torch.manual_seed(seed)
     model = getattr(R(), kind)(**init)
-    gen = torch.Generator().manual_seed(1000 + seed)
+    randomise_norms_and_biases(model, 1000 + seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name and name.endswith("weight"):
-                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
-            elif name.endswith("bias"):
-                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
             if name.startswith("generator."):
                 p.mul_(scale_generator)
     model.eval()
     state = {name: p.detach().clone() for name, p in model.named_parameters()}
     return model, state
-
-
-def _randn(*shape, seed):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 CONTRACT_NAMES = (
@@ -305,7 +298,7 @@ def test_decoder_layer_matches_reference(student, case):
     B, m, n, d, h = 3, 5, 7, 16, 4
     init = {"d_model": d, "n_heads": h, "d_ff": 40, "layer_norm_eps": 1e-6}
     ref_model, state = _make("DecoderLayer", init, seed=10)
-    x, memory = _randn(B, m, d, seed=11), _randn(B, n, d, seed=12)
+    x, memory = seeded_randn(B, m, d, seed=11), seeded_randn(B, n, d, seed=12)
     tgt_mask, memory_mask = _layer_masks(case, B, m, n)
     with torch.no_grad():
         want = ref_model(x, memory, tgt_mask, memory_mask)
@@ -326,9 +319,9 @@ def test_cross_attention_uses_memory(student):
     B, m, n, d, h = 2, 4, 6, 16, 4
     init = {"d_model": d, "n_heads": h, "d_ff": 32}
     _, state = _make("DecoderLayer", init, seed=20)
-    x, memory = _randn(B, m, d, seed=21), _randn(B, n, d, seed=22)
+    x, memory = seeded_randn(B, m, d, seed=21), seeded_randn(B, n, d, seed=22)
     memory_mask = (torch.arange(n)[None, :] < torch.tensor([6, 3])[:, None])[:, None, None, :]
-    noise = 3 * _randn(B, n, d, seed=23)
+    noise = 3 * seeded_randn(B, n, d, seed=23)
     reply = student.probe("memory_sensitivity", init=init, state_dict=state, x=x, memory=memory,
                           memory_mask=memory_mask, noise=noise)
     _check_load(reply, "DecoderLayer")
@@ -391,7 +384,7 @@ def test_decoder_matches_reference(student, case):
     """Decoder (scaled embedding + pe + layers; default causal and target padding masks) matches the reference"""
     ref_model, state = _make("Decoder", DECODER_INIT, seed=30)
     tgt = torch.tensor([[1, 7, 8, 9, 2, 3], [1, 10, 2, 3, 3, 3], [1, 4, 5, 6, 11, 12]])   # pad_id = 3
-    memory = _randn(3, 4, 16, seed=31)
+    memory = seeded_randn(3, 4, 16, seed=31)
     memory_mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :]
     tgt_mask = None
     if case == "explicit_masks":
@@ -770,13 +763,13 @@ def test_value_errors(student, case):
              "Seq2SeqTransformer": {"src_vocab_size": 10, "tgt_vocab_size": 10, "d_model": 16, "n_heads": 4,
                                     "d_ff": 8, "n_layers": 1, "max_len": 16}}
     ids = lambda *shape: torch.randint(1, 10, shape, generator=torch.Generator().manual_seed(1))  # noqa: E731
-    good = {"Decoder": {"args": [ids(2, 4), _randn(2, 6, 16, seed=1)]},
-            "DecoderLayer": {"args": [_randn(2, 4, 16, seed=1), _randn(2, 6, 16, seed=2)]},
+    good = {"Decoder": {"args": [ids(2, 4), seeded_randn(2, 6, 16, seed=1)]},
+            "DecoderLayer": {"args": [seeded_randn(2, 4, 16, seed=1), seeded_randn(2, 6, 16, seed=2)]},
             "Seq2SeqTransformer": {"args": [ids(2, 5), ids(2, 4)]}}[kind]
-    bad = {"decoder_3d_ids": {"args": [ids(2, 3, 5), _randn(2, 6, 16, seed=1)]},
-           "decoder_longer_than_max_len": {"args": [ids(2, 20), _randn(2, 6, 16, seed=1)]},
-           "decoder_memory_batch": {"args": [ids(2, 4), _randn(3, 6, 16, seed=1)]},
-           "layer_memory_width": {"args": [_randn(2, 4, 16, seed=1), _randn(2, 6, 12, seed=2)]},
+    bad = {"decoder_3d_ids": {"args": [ids(2, 3, 5), seeded_randn(2, 6, 16, seed=1)]},
+           "decoder_longer_than_max_len": {"args": [ids(2, 20), seeded_randn(2, 6, 16, seed=1)]},
+           "decoder_memory_batch": {"args": [ids(2, 4), seeded_randn(3, 6, 16, seed=1)]},
+           "layer_memory_width": {"args": [seeded_randn(2, 4, 16, seed=1), seeded_randn(2, 6, 12, seed=2)]},
            "seq2seq_batch_mismatch": {"args": [ids(2, 5), ids(3, 4)]}}[case]
     reply = student.probe("errors", kind=kind, init=inits[kind], calls=[good, bad])
     ok, outcome = reply["outcomes"]

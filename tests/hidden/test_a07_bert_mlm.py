@@ -25,7 +25,8 @@ import pytest
 import torch
 
 from grader import paths, pretrained
-from grader.testing import as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor, raises_student, reference
+from grader.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor, raises_student,
+                            randomise_norms_and_biases, reference)
 
 STAGE = "a07_bert_mlm"
 ATOL = RTOL = 1e-5
@@ -49,15 +50,7 @@ def _make(kind, init, seed):
     """A reference module with reproducible, non-trivial weights (eval mode) and its state_dict."""
     torch.manual_seed(seed)
     model = getattr(R(), kind)(**init)
-    gen = torch.Generator().manual_seed(1000 + seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "embeddings" in name:
-                p.copy_(0.02 * torch.randn(p.shape, generator=gen))
-            elif "norm" in name and name.endswith("weight"):
-                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+    randomise_norms_and_biases(model, 1000 + seed, bias_scale=0.1, embedding_scale=0.02)
     model.eval()
     return model, {k: v.detach().clone() for k, v in model.state_dict().items()}
 

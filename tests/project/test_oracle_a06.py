@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.testing import reference
+from grader.testing import randomise_norms_and_biases, reference
 
 ATOL = 1e-5
 TRAIN_CONFIG = dict(d_model=32, n_heads=2, d_ff=64, n_layers=2, max_len=32, dropout=0.0)
@@ -35,17 +35,6 @@ def _no_fastpath():
     torch.backends.mha.set_fastpath_enabled(False)
     yield
     torch.backends.mha.set_fastpath_enabled(previous)
-
-
-def _randomise(module, seed):
-    """Non-trivial LayerNorm weights and biases (torch initialises them to 1 and 0)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            if "norm" in name and name.endswith("weight"):
-                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
-            elif name.endswith("bias"):
-                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
 
 
 def _copy_attention(ours, theirs):
@@ -84,7 +73,7 @@ def test_decoder_layer_matches_torch(d, h, d_ff, B, m, n):
     ref = R()
     torch.manual_seed(0)
     ours = ref.DecoderLayer(d, h, d_ff).eval()
-    _randomise(ours, 1)
+    randomise_norms_and_biases(ours, 1)
     theirs = _torch_layer(d, h, d_ff)
     _copy_layer(ours, theirs)
     x, memory = torch.randn(B, m, d), torch.randn(B, n, d)
@@ -105,7 +94,7 @@ def test_decoder_stack_matches_torch():
     d, h, d_ff, L, V, pad = 16, 2, 32, 3, 11, 0
     torch.manual_seed(0)
     ours = ref.Decoder(V, d, h, d_ff, L, max_len=20, pad_id=pad).eval()
-    _randomise(ours, 2)
+    randomise_norms_and_biases(ours, 2)
     theirs = nn.TransformerDecoder(_torch_layer(d, h, d_ff), L, norm=None).eval()
     for a, b in zip(ours.layers, theirs.layers):
         _copy_layer(a, b)

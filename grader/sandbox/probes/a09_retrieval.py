@@ -13,6 +13,8 @@ Common arguments
 """
 import torch
 
+from ._common import data
+
 _MODELS = {}
 
 
@@ -34,16 +36,6 @@ def _tokenizer(path):
     return Tokenizer.from_file(path)
 
 
-def _data(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach()
-    if value is None:
-        return None
-    if isinstance(value, (tuple, list)):
-        return [_data(v) for v in value]
-    return {"not_a_tensor": type(value).__name__}
-
-
 def embed(mod, encoder, tokenizer_path, sentences, batch_size=None):
     """embed_sentences(model, tokenizer, sentences[, batch_size]).
 
@@ -62,7 +54,7 @@ def embed(mod, encoder, tokenizer_path, sentences, batch_size=None):
         out = mod.embed_sentences(model, _tokenizer(tokenizer_path), list(sentences), **kwargs)
     finally:
         handle.remove()
-    return {"embeddings": _data(out), "shapes": shapes}
+    return {"embeddings": data(out), "shapes": shapes}
 
 
 def retrieve(mod, encoder, tokenizer_path, documents, queries, k):
@@ -76,4 +68,4 @@ def retrieve(mod, encoder, tokenizer_path, documents, queries, k):
     out = mod.top_k(qs, docs, k)
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         return {"bad_return": type(out).__name__}
-    return {"scores": _data(out[0]), "indices": _data(out[1])}
+    return {"scores": data(out[0]), "indices": data(out[1])}
