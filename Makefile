@@ -30,16 +30,16 @@ test: $(STAMP)
 
 ## starter: regenerate starter/ from solutions/, then the notebooks (they are built from starter/)
 starter: $(STAMP)
-	$(PY) -m grader.starter
-	$(PY) -m grader.notebook_build
+	$(PY) -m grader.authoring.starter
+	$(PY) -m grader.authoring.notebook_build
 
 ## notebooks: regenerate assignments/aNN_*/aNN_*.ipynb from the handouts and starter/
 notebooks: $(STAMP)
-	$(PY) -m grader.notebook_build
+	$(PY) -m grader.authoring.notebook_build
 
 ## catalogue: grade every catalogued mistake, core and extended (slow; `make test` grades the core)
 catalogue: $(STAMP)
-	$(PY) -m grader.mutants --extended
+	$(PY) -m grader.authoring.mutants --extended
 
 release: $(STAMP)
 	$(PY) -m grader release $(or $(OUT),dist/student)

@@ -55,7 +55,7 @@ def main(argv=None) -> int:
 
     t_import0 = time.perf_counter()
     c_import0 = time.process_time()
-    import grader.run as grun  # noqa: E402  (imported here so its import time is measured)
+    import grader.engine.run as grun  # noqa: E402  (imported here so its import time is measured)
     from grader import cli
     import_wall, import_cpu = time.perf_counter() - t_import0, time.process_time() - c_import0
 
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     grun.subprocess.run = real_run
 
     print(f"\n== python -m grader {' '.join(argv_cli)}  (exit {rc})")
-    print(f"importing grader.cli + grader.run here: {import_wall:.2f} s wall, {import_cpu:.2f} s CPU")
+    print(f"importing grader.cli + grader.engine.run here: {import_wall:.2f} s wall, {import_cpu:.2f} s CPU")
     print(f"cli.main: {wall:.2f} s wall; CPU {cpu:.2f} s in this process, {children_cpu:.2f} s in the pytest "
           f"session and the workers it waited for")
     if child:

@@ -225,7 +225,7 @@ def bench_batch(ctx) -> list:
     base = WORK / "batch"
     klass = base / f"class-{count}-{'-'.join(stages)}"
     shutil.rmtree(klass, ignore_errors=True)  # rebuilt every time (a second): the mutant catalogue changes
-    from grader import batch_fixture
+    from grader.authoring import batch_fixture
     batch_fixture.build(klass, count, stages, seed=0)
     made = sorted(p.name for p in klass.iterdir())
     env = user_env(ctx.keep_env)
@@ -261,7 +261,7 @@ def bench_batch(ctx) -> list:
     results["runs"] = runs
     ratio = results[2]["per_min"] / results[1]["per_min"]
     wall_ratio = results[2]["per_min_wall"] / results[1]["per_min_wall"]
-    notes = [f"{len(made)} submissions from grader.batch_fixture (reference, starter stubs, catalogued mutants; "
+    notes = [f"{len(made)} submissions from grader.authoring.batch_fixture (reference, starter stubs, catalogued mutants; "
              f"folders, zips, notebooks), stage {', '.join(stages)} (numpy), strict isolation",
              f"figure = submissions/min during grading as the batch prints it; over the whole command "
              f"(discovery, gradebook, CSV, HTML included): {results[2]['per_min_wall']:.1f} vs "

@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 
-from . import paths
+from grader.engine import paths
 
 
 def _stage_list(value: str | None):
@@ -19,7 +19,7 @@ def _stage_list(value: str | None):
 
 
 def cmd_check(args) -> int:
-    from . import run, table
+    from grader.engine import run, table
     stage_ids = [args.stage] if args.stage else None
     rep = run.grade(args.path, kind="public", stage_ids=stage_ids, isolation=args.isolation,
                     submission_id=os.path.basename(os.path.abspath(args.path)), in_process=True,
@@ -29,7 +29,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from . import gradescope, run, table
+    from grader.engine import gradescope, run, table
     rep = run.grade(args.submission, kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
                     submission_id=args.id, threads=args.threads)
     if args.format == "gradescope":
@@ -37,7 +37,7 @@ def cmd_grade(args) -> int:
     else:
         payload = rep
     if args.out:
-        from .atomic import write_json
+        from grader.engine.atomic import write_json
         write_json(args.out, payload)
     if not args.quiet:
         table.print_report(rep)
@@ -47,21 +47,21 @@ def cmd_grade(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from . import release
+    from grader.authoring import release
     release.build(args.out_dir)
     print(f"student bundle written to {args.out_dir}")
     return 0
 
 
 def cmd_gradescope(args) -> int:
-    from . import gradescope
-    gradescope.build_autograder(args.out_zip)
+    from grader.authoring import autograder
+    autograder.build(args.out_zip)
     print(f"Gradescope autograder written to {args.out_zip}")
     return 0
 
 
 def cmd_batch(args) -> int:
-    from . import batch
+    from grader.classroom import batch
     return batch.main(args)
 
 
@@ -111,7 +111,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from .submission import UnreadableSubmission
+    from grader.engine.submission import UnreadableSubmission
     try:
         args = parser().parse_args(argv)
     except SystemExit as exc:

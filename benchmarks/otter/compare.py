@@ -81,7 +81,7 @@ def ensure_otter(log=print) -> Path:
 
 
 def _mutated(stage: str) -> str:
-    from grader import mutants
+    from grader.authoring import mutants
     catalogue = mutants.load(stage)
     if not catalogue:
         raise OtterUnavailable(f"no catalogued mistake for {stage} to check that the tests can fail")

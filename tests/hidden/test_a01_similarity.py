@@ -11,8 +11,8 @@ broadcast product) lands within ~1e-14 of the reference; every real mistake
 import numpy as np
 import pytest
 
-from grader.errors import StudentError
-from grader.testing import as_array, assert_close, diagnose, matches, raises_student, reference, reference_time
+from grader.engine.errors import StudentError
+from grader.engine.testing import as_array, assert_close, diagnose, matches, raises_student, reference, reference_time
 
 ref = reference("a01_similarity")
 TOL = dict(atol=1e-9, rtol=1e-9)

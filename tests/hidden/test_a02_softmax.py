@@ -14,7 +14,7 @@ wrong axis).
 import numpy as np
 import pytest
 
-from grader.testing import as_array, assert_close, assert_shape, diagnose, reference
+from grader.engine.testing import as_array, assert_close, assert_shape, diagnose, reference
 
 ref = reference("a02_softmax")
 SOFTMAX_TOL = dict(atol=1e-12, rtol=1e-9)
@@ -73,7 +73,7 @@ def _softmax_hint(got, x, axis):
 
 def call(fn, *args, **kwargs):
     """Call the student; explain a broadcasting crash, the usual sign of a missing keepdims=True."""
-    from grader.errors import StudentError
+    from grader.engine.errors import StudentError
     try:
         return fn(*args, **kwargs)
     except StudentError as exc:

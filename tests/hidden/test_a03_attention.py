@@ -13,8 +13,8 @@ sum) changes them by more than 1e-3, so 1e-10 separates both with room to spare.
 import numpy as np
 import pytest
 
-from grader.errors import StudentError
-from grader.testing import as_array, assert_close, assert_shape, diagnose, raises_student, reference, reference_time
+from grader.engine.errors import StudentError
+from grader.engine.testing import as_array, assert_close, assert_shape, diagnose, raises_student, reference, reference_time
 
 ref = reference("a03_attention")
 TOL = dict(atol=1e-10, rtol=1e-8)

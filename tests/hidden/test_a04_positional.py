@@ -14,8 +14,8 @@ Tolerances:
 import numpy as np
 import pytest
 
-from grader.errors import StudentError
-from grader.testing import as_array, assert_close, assert_shape, diagnose, matches, raises_student, reference
+from grader.engine.errors import StudentError
+from grader.engine.testing import as_array, assert_close, assert_shape, diagnose, matches, raises_student, reference
 
 ref = reference("a04_positional")
 EXACT = dict(atol=1e-12, rtol=0.0)

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from grader.errors import StudentError
-from grader.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor,
+from grader.engine.errors import StudentError
+from grader.engine.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor,
                             randomise_norms_and_biases, reference, seeded_randn)
 
 STAGE = "a05_encoder"
@@ -772,7 +772,7 @@ def test_no_forbidden_attention_api(student):
 def _standin():
     """The torch-built stand-in of this stage (grader code), used as a timing yardstick."""
     import importlib.util
-    from grader import paths
+    from grader.engine import paths
     spec = importlib.util.spec_from_file_location("_a05_standin_timing", paths.SANDBOX / "standins" / "a05_encoder.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 import torch
 
-from grader import paths
-from grader.errors import StudentError
-from grader.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor,
+from grader.engine import paths
+from grader.engine.errors import StudentError
+from grader.engine.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor,
                             randomise_norms_and_biases, reference, seeded_randn)
 
 STAGE = "a06_decoder"

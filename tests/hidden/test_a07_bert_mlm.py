@@ -24,8 +24,9 @@ import numpy as np
 import pytest
 import torch
 
-from grader import paths, pretrained
-from grader.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor, raises_student,
+from grader.engine import paths
+from grader.lab import pretrained
+from grader.engine.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor, raises_student,
                             randomise_norms_and_biases, reference)
 
 STAGE = "a07_bert_mlm"

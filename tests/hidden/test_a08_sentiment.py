@@ -29,8 +29,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader import paths, pretrained
-from grader.testing import assert_close, assert_shape, probe_tensor, raises_student, reference
+from grader.engine import paths
+from grader.lab import pretrained
+from grader.engine.testing import assert_close, assert_shape, probe_tensor, raises_student, reference
 
 STAGE = "a08_sentiment"
 ATOL = 1e-5

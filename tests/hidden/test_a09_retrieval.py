@@ -23,8 +23,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader import paths, pretrained
-from grader.testing import as_array, assert_close, assert_shape, raises_student, reference
+from grader.engine import paths
+from grader.lab import pretrained
+from grader.engine.testing import as_array, assert_close, assert_shape, raises_student, reference
 
 STAGE = "a09_retrieval"
 ATOL = 1e-4

@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from grader import run  # noqa: E402
+from grader.engine import run  # noqa: E402
 
 _cache: dict = {}
 

@@ -27,9 +27,11 @@ import psutil
 import pytest
 
 from conftest import ROOT
-from grader import batch, mutants, stages
-from grader import report as report_mod
-from grader.gradebook import Gradebook
+from grader.classroom import batch
+from grader.authoring import mutants
+from grader.engine import stages
+from grader.engine import report as report_mod
+from grader.classroom.gradebook import Gradebook
 
 PY = sys.executable
 STAGES = [s for s in ("a01_similarity", "a02_softmax")   # the numpy stages (a02 while it is being written)
@@ -341,10 +343,11 @@ def test_postgres_gradebook(tmp_path):
 # ---------------------------------------------------------------- failure modes, with a fake grader
 
 FAKE_GRADER = textwrap.dedent('''
-    """A stand-in for grader.executors.grade_path: misbehaves on demand, else a full-marks report."""
+    """A stand-in for grader.classroom.executors.grade_path: misbehaves on demand, else a full-marks report."""
     import os, signal, time
-    from grader import batch, stages
-    from grader.executors import Job
+    from grader.classroom import batch
+    from grader.engine import stages
+    from grader.classroom.executors import Job
 
     def grade(path, submission_id, stage_ids, hide, suite_hash):
         name = os.path.basename(path)

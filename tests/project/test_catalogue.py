@@ -6,7 +6,8 @@ The session ends with: catalogue: mutants caught X/Y, alternatives full marks A/
 """
 import pytest
 
-from grader import mutants, run
+from grader.authoring import mutants
+from grader.engine import run
 
 MUTANTS = mutants.load()
 ALTERNATIVES = mutants.alternatives()

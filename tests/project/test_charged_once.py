@@ -7,7 +7,8 @@ must leave the stages built on it untouched.
 import pytest
 
 from conftest import grade_cached, stage_of
-from grader import mutants, stages
+from grader.authoring import mutants
+from grader.engine import stages
 
 DEPENDENTS = {s.id: [d.id for d in stages.all_stages() if s.id in d.standins] for s in stages.all_stages()}
 
@@ -42,7 +43,7 @@ def test_every_stage_that_imports_an_earlier_stage_stands_it_in():
     for it. (The catalogue test grades each mutant's own stage; this proves the rest.)"""
     import ast
 
-    from grader import paths
+    from grader.engine import paths
     for stage in stages.all_stages():
         tree = ast.parse((paths.SOLUTIONS / f"{stage.id}.py").read_text(encoding="utf-8"))
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import grade_cached, stage_of
-from grader import paths, report, stages
+from grader.engine import paths, report, stages
 
 pytestmark = pytest.mark.xdist_group("reference")  # shares the graded reference with test_determinism
 

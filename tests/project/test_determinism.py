@@ -2,7 +2,7 @@
 import pytest
 
 from conftest import grade_cached
-from grader import paths
+from grader.engine import paths
 
 
 pytestmark = pytest.mark.xdist_group("reference")  # reuses test_course's graded reference

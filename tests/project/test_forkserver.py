@@ -4,9 +4,9 @@ import os
 import pytest
 
 from conftest import ROOT
-from grader import forkservers, isolation, stages
-from grader.errors import WorkerCrashed
-from grader.worker_client import StageWorker, StudentModule
+from grader.engine import forkservers, isolation, stages
+from grader.engine.errors import WorkerCrashed
+from grader.engine.worker_client import StageWorker, StudentModule
 
 
 @pytest.fixture

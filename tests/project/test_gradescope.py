@@ -6,7 +6,8 @@ import subprocess
 import sys
 import zipfile
 
-from grader import gradescope, paths
+from grader.authoring import autograder
+from grader.engine import gradescope, paths
 
 
 def test_results_json_from_a_report_has_gradescopes_fields(graded):
@@ -19,7 +20,7 @@ def test_results_json_from_a_report_has_gradescopes_fields(graded):
 
 
 def test_run_autograder_in_a_fake_autograder_folder(tmp_path):
-    archive = gradescope.build_autograder(str(tmp_path / "autograder.zip"))
+    archive = autograder.build(str(tmp_path / "autograder.zip"))
     root = tmp_path / "autograder"
     (root / "source").mkdir(parents=True)
     with zipfile.ZipFile(archive) as zf:
@@ -47,7 +48,7 @@ def test_run_autograder_in_a_fake_autograder_folder(tmp_path):
 
 
 def test_run_autograder_with_nothing_gradable_still_writes_results(tmp_path):
-    archive = gradescope.build_autograder(str(tmp_path / "autograder.zip"))
+    archive = autograder.build(str(tmp_path / "autograder.zip"))
     root = tmp_path / "autograder"
     with zipfile.ZipFile(archive) as zf:
         zf.extractall(root / "source")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, grade_cached, stage_of
-from grader import report as report_mod
+from grader.engine import report as report_mod
 
 HOSTILE = ROOT / "tests" / "hostile"
 CASES = sorted(p.name for p in HOSTILE.iterdir() if p.is_dir())

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from grader import html_report, mutants
-from grader.executors import Job
+from grader.classroom import html_report
+from grader.authoring import mutants
+from grader.classroom.executors import Job
 
 PY = sys.executable
 STAGES = [s for s in ("a01_similarity", "a02_softmax")   # the numpy stages (a02 while it is being written)

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from conftest import ROOT
-from grader import run
+from grader.engine import run
 
 PROBE = ROOT / "tests" / "project" / "isolation_probe" / "a02_softmax.py"
 ALLOWED_ENV = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "OMP_NUM_THREADS",

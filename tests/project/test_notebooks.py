@@ -1,6 +1,6 @@
 """The stage notebooks: generated from the sources, graded like the .py files, and they run.
 
-* every ``assignments/aNN/aNN.ipynb`` is what ``python -m grader.notebook_build`` makes (no drift);
+* every ``assignments/aNN/aNN.ipynb`` is what ``python -m grader.authoring.notebook_build`` makes (no drift);
 * joining a notebook's tagged cells gives back the module it was made from, byte for byte;
 * a notebook submission is graded exactly as the same code handed in as .py files;
   a malformed notebook, one without tags and one with a shell command score zero, with a
@@ -21,7 +21,9 @@ import time
 import pytest
 
 from conftest import grade_cached, stage_of
-from grader import figures, notebook_build, notebooks, paths, run, stages, starter
+from grader.lab import figures
+from grader.authoring import notebook_build, starter
+from grader.engine import notebooks, paths, run, stages
 
 STAGES = notebook_build.buildable()
 WITH_SOLUTION = [s for s in STAGES if (paths.SOLUTIONS / f"{s}.py").exists()]
@@ -186,7 +188,7 @@ def _comparable(report):
 
 def test_notebook_submission_grades_the_same_modules(reference_notebooks, tmp_path):
     """Every stage: the intake turns the notebooks into exactly the reference .py files."""
-    from grader import submission
+    from grader.engine import submission
     got = submission.intake(str(reference_notebooks), str(tmp_path / "nb"))
     want = submission.intake(str(paths.SOLUTIONS), str(tmp_path / "py"))
     assert got.errors == [] and got.format == "folder", got.errors

@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.testing import randomise_norms_and_biases, reference
+from grader.engine.testing import randomise_norms_and_biases, reference
 
 ATOL = 1e-5
 TRAIN_CONFIG = dict(d_model=32, n_heads=2, d_ff=64, n_layers=2, max_len=32, dropout=0.0)

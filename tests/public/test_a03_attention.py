@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from grader.testing import as_array, assert_close, assert_shape
+from grader.engine.testing import as_array, assert_close, assert_shape
 
 
 def _pair(result, what):

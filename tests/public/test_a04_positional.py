@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from grader.testing import assert_close, assert_shape, raises_student
+from grader.engine.testing import assert_close, assert_shape, raises_student
 
 
 def test_one_hot_small(student):

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 
-from grader.testing import as_array, assert_close, assert_shape, raises_student
+from grader.engine.testing import as_array, assert_close, assert_shape, raises_student
 
 
 def _run(student, kind, init, calls, state_dict=None, train=False):

@@ -9,7 +9,7 @@ translator on the toy set (see the handout, "How you are graded").
 import numpy as np
 import torch
 
-from grader.testing import as_array, assert_close, assert_shape
+from grader.engine.testing import as_array, assert_close, assert_shape
 
 BOS, EOS = 1, 2
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 
-from grader.testing import as_array, assert_close, assert_shape
+from grader.engine.testing import as_array, assert_close, assert_shape
 
 TINY = dict(vocab_size=30, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
             max_position_embeddings=12, dropout=0.0)

@@ -10,7 +10,7 @@ held-out split.
 import numpy as np
 import torch
 
-from grader.testing import as_array, assert_close, assert_shape
+from grader.engine.testing import as_array, assert_close, assert_shape
 
 TINY = {"init": dict(vocab_size=30, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
                      max_position_embeddings=16, dropout=0.0)}

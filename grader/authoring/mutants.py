@@ -1,8 +1,8 @@
 """The catalogue of realistic student mistakes (``tests/mutants/*.toml``).
 
-    python -m grader.mutants a02_softmax              # each core mutant of a stage: score and feedback
-    python -m grader.mutants a06_decoder --extended   # core and extended catalogues
-    python -m grader.mutants a06_decoder greedy_calls_forward pre_ln_decoder_layer   # some of them
+    python -m grader.authoring.mutants a02_softmax              # each core mutant of a stage: score and feedback
+    python -m grader.authoring.mutants a06_decoder --extended   # core and extended catalogues
+    python -m grader.authoring.mutants a06_decoder greedy_calls_forward pre_ln_decoder_layer   # some of them
 
 A mutant is the reference submission with a few exact find/replace edits in
 one stage module. ``make test`` grades every mutant of the core catalogue
@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
+from grader.engine import paths
 
 CATALOGUE = paths.TESTS / "mutants"
 EXTENDED = CATALOGUE / "extended"
@@ -100,7 +100,7 @@ def failed_feedback(stage_report: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from . import run
+    from grader.engine import run
     argv = sys.argv[1:] if argv is None else argv
     extended = "--extended" in argv
     words = [a for a in argv if not a.startswith("--")]

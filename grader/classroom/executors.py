@@ -6,7 +6,7 @@ grades one submission path and returns its schema-v1 report (raising
 
 ``LocalExecutor``  N grading processes on this machine. Each submission is
                    graded in its own child process (``python -m
-                   grader.executors``), in its own process group, with a wall
+                   grader.classroom.executors``), in its own process group, with a wall
                    clock budget: a submission that hangs, crashes or eats
                    memory costs only itself. Children die with the batch
                    (``PR_SET_PDEATHSIG``), so a killed batch leaves nothing
@@ -36,7 +36,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-DEFAULT_TARGET = "grader.executors:grade_path"
+DEFAULT_TARGET = "grader.classroom.executors:grade_path"
 SLACK_S = 90  # on top of the stages' time limits and pytest's own slack
 
 
@@ -88,7 +88,8 @@ def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_has
     ``suite_hash``, when given, must equal this side's hash of the test suite
     (a cluster worker with another checkout of the course refuses to grade).
     """
-    from . import batch, run, stages
+    from . import batch
+    from grader.engine import run, stages
     chosen = stages.resolve(stage_ids)
     if suite_hash is not None:
         mine = batch.suite_hash(chosen)
@@ -118,7 +119,7 @@ def _import_target(spec: str):
 
 
 def _outcome_of_exception(exc: BaseException) -> tuple[str, str]:
-    from .submission import UnreadableSubmission
+    from grader.engine.submission import UnreadableSubmission
     if isinstance(exc, UnreadableSubmission):
         return "unreadable", str(exc)
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -137,7 +138,7 @@ def _set_pdeathsig(sig=signal.SIGTERM) -> None:
 
 
 def child_main(spec_json: str) -> int:
-    """``python -m grader.executors SPEC``: grade one submission, write the outcome as JSON."""
+    """``python -m grader.classroom.executors SPEC``: grade one submission, write the outcome as JSON."""
     spec = json.loads(spec_json)
 
     def die_with_group(signum, frame):  # the batch died or gave up on us: take the fork servers along
@@ -157,7 +158,8 @@ def child_main(spec_json: str) -> int:
         if target == DEFAULT_TARGET:
             # Same checkout as the batch: no refusal if the tests were edited since it started; the
             # grading is recorded under the suite it really ran, and the next run catches up.
-            from . import batch, stages
+            from . import batch
+            from grader.engine import stages
             suite = batch.suite_hash(stages.resolve(spec["stage_ids"]))
         fn = _import_target(target)
         # this process grades one submission and exits: its pytest session can run right here
@@ -169,7 +171,7 @@ def child_main(spec_json: str) -> int:
         result = {"status": status, "error": error}
     result["seconds"] = round(time.monotonic() - start, 3)
     result["suite_hash"] = suite
-    from .atomic import write_json
+    from grader.engine.atomic import write_json
     write_json(spec["result"], result)
     return 0
 
@@ -234,10 +236,9 @@ class LocalExecutor:
                 "hide": self.hide, "suite_hash": self.suite_hash, "result": result_path, "parent": os.getpid()}
         env = dict(os.environ)
         env["TMPDIR"] = child_tmp
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.ROOT), env.get("PYTHONPATH", "")]))
         with open(stderr_path, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "grader.executors", json.dumps(spec)],
+            proc = subprocess.Popen([sys.executable, "-m", "grader.classroom.executors", json.dumps(spec)],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                     env=env, start_new_session=True)
         with self._lock:

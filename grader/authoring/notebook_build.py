@@ -1,8 +1,8 @@
 """Generate the stage notebooks, ``assignments/aNN_<name>/aNN_<name>.ipynb``.
 
-    python -m grader.notebook_build                 # write every stage's notebook
-    python -m grader.notebook_build --check         # exit 1 if a notebook is out of date
-    python -m grader.notebook_build --solutions DIR # reference notebooks into DIR (TAs only; never commit)
+    python -m grader.authoring.notebook_build                 # write every stage's notebook
+    python -m grader.authoring.notebook_build --check         # exit 1 if a notebook is out of date
+    python -m grader.authoring.notebook_build --solutions DIR # reference notebooks into DIR (TAs only; never commit)
 
 A notebook is made from the same sources as the .py files, never edited by hand:
 
@@ -11,11 +11,11 @@ A notebook is made from the same sources as the .py files, never edited by hand:
   function or class the student writes, tagged ``solution``, and the imports
   and course-provided code in cells tagged ``course``. Cells are cut only
   where the module has two blank lines at top level, so joining the tagged
-  cells (what ``grader.notebooks`` does when grading) gives back the module
+  cells (what ``grader.engine.notebooks`` does when grading) gives back the module
   exactly;
 * a setup cell (untagged: Colab installs, finding the course folder), a check
   cell (the stage's public tests on this notebook's tagged cells) and picture
-  cells drawn by ``grader.figures`` from the student's own functions.
+  cells drawn by ``grader.lab.figures`` from the student's own functions.
 """
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths, stages, starter
+from grader.engine import paths, stages
+from grader.engine.stages import STARTER_HEADER
+from . import starter
 
 NB_VERSION = (4, 5)
 PRETRAINED_STAGES = {"a07_bert_mlm", "a08_sentiment", "a09_retrieval"}
@@ -75,7 +77,7 @@ def split_module(text: str, names_to_write: set) -> list:
     Consecutive course chunks share a cell. ``CELL_SEPARATOR.join(cell sources) + "\\n"``
     equals ``text`` (up to trailing blank lines at the very end).
     """
-    from .notebooks import CELL_SEPARATOR
+    from grader.engine.notebooks import CELL_SEPARATOR
     lines = text.rstrip("\n").split("\n")
     tree = ast.parse(text)
     inside = [False] * len(lines)
@@ -154,7 +156,7 @@ def find_course_root():
         for pattern in ("*", "*/*", "drive/MyDrive/*", "drive/MyDrive/*/*"):
             places += sorted(Path("/content").glob(pattern))
     for place in places:
-        if (place / "grader" / "notebooks.py").is_file() and (place / "assignments").is_dir():
+        if (place / "grader" / "lab" / "course.py").is_file() and (place / "assignments").is_dir():
             return place.resolve()
     if ON_COLAB:  # not found: ask for the course bundle (.zip) and unpack it into /content/course
         from google.colab import files
@@ -172,7 +174,7 @@ def find_course_root():
 ROOT = find_course_root()
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from grader import figures, notebooks as course
+from grader.lab import course, figures
 
 course.setup(STAGE, ROOT{also})  # works from ROOT from now on\
 '''
@@ -216,7 +218,7 @@ def pretrained_minilm():
     import json
     from tokenizers import Tokenizer
     from a07_bert_mlm import BertModel, load_pretrained_bert
-    from grader.pretrained import minilm_dir
+    from grader.lab.pretrained import minilm_dir
 
     folder = minilm_dir()
     cfg = json.loads((folder / "config.json").read_text())
@@ -486,7 +488,7 @@ def readme_sections(text: str) -> list:
 
 
 def _stage_imports(text: str) -> list:
-    from .notebooks import STAGE_IMPORT
+    from grader.engine.notebooks import STAGE_IMPORT
     return sorted(set(STAGE_IMPORT.findall(text)))
 
 
@@ -578,14 +580,14 @@ def build(stage_id: str, module_text: str, names_to_write: set | None = None):
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
-        "course": {"stage": stage_id, "generated_by": "python -m grader.notebook_build"},
+        "course": {"stage": stage_id, "generated_by": "python -m grader.authoring.notebook_build"},
     }
     nbformat.validate(nb)
     return nb
 
 
 def starter_text(stage_id: str) -> str:
-    return (paths.STARTER / f"{stage_id}.py").read_text(encoding="utf-8").removeprefix(starter.HEADER)
+    return (paths.STARTER / f"{stage_id}.py").read_text(encoding="utf-8").removeprefix(STARTER_HEADER)
 
 
 def notebook_path(stage_id: str, root: Path | None = None) -> Path:
@@ -621,7 +623,7 @@ def _shown(path: Path) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m grader.notebook_build", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m grader.authoring.notebook_build", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 if a notebook differs from what would be generated")
     p.add_argument("--solutions", metavar="DIR", help="write reference notebooks under DIR/assignments/ instead")
     args = p.parse_args(argv)

@@ -1,14 +1,15 @@
 """Where things live in the repository."""
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent.parent  # grader/
+ROOT = PACKAGE.parent
 SOLUTIONS = ROOT / "solutions"
 STARTER = ROOT / "starter"
 ASSIGNMENTS = ROOT / "assignments"
 TESTS = ROOT / "tests"
 PUBLIC_TESTS = TESTS / "public"
 HIDDEN_TESTS = TESTS / "hidden"
-SANDBOX = Path(__file__).resolve().parent / "sandbox"
+SANDBOX = PACKAGE / "sandbox"
 SCHEMA = Path(__file__).resolve().parent / "schema" / "report-v1.schema.json"
 
 

@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 from . import isolation, paths
-from .sandbox.forkserver import receive_message, send_message
+from grader.sandbox.forkserver import receive_message, send_message
 
 _servers: dict = {}
 

@@ -17,7 +17,7 @@ from . import isolation as iso
 from . import paths
 from .forkservers import ForkServerFailed
 from .errors import ForbiddenCall, StudentError, StudentMissing, StudentTimeout, WorkerCrashed
-from .sandbox import protocol
+from grader.sandbox import protocol
 
 STARTUP_S = 60.0
 GIVE_UP_AFTER = {"crashes": 4, "timeouts": 3}  # then the stage's remaining tests fail at once
@@ -26,14 +26,14 @@ GIVE_UP_AFTER = {"crashes": 4, "timeouts": 3}  # then the stage's remaining test
 class StageWorker:
     def __init__(self, stage, submission_dir: str, isolation: iso.Isolation, server, work_dir: str,
                  budget_s: float, threads: int = 1):
-        self.stage = stage  # grader.stages.Stage
+        self.stage = stage  # grader.engine.stages.Stage
         self.submission_dir = submission_dir
         self.isolation = isolation
         self.work_dir = work_dir
         self.threads = threads
         self.deadline = time.monotonic() + budget_s
         self.budget_s = budget_s
-        self.server = server  # grader.forkservers.ForkServer of the stage's library
+        self.server = server  # grader.engine.forkservers.ForkServer of the stage's library
         self.pid = None
         self.load_reply = None
         self.events: list[str] = []  # stage-level notes for the report
@@ -287,12 +287,12 @@ class StudentModule:
 class InProcessWorker:
     """No boundary: the module is imported here. For benchmarks and debugging only.
 
-    The student's modules and ``grader.testing.reference`` share bare module names
+    The student's modules and ``grader.engine.testing.reference`` share bare module names
     (``a05_encoder``) in this one process, so only the reference itself can be
     graded meaningfully this way, which is what the benchmark does."""
 
     def __init__(self, stage, submission_dir: str, threads: int = 1):
-        from .sandbox.runtime import Worker
+        from grader.sandbox.runtime import Worker
         if stage.library == "torch":  # as the worker does (runtime.main): else torch uses every core
             import torch
             torch.set_num_threads(int(threads or 1))

@@ -46,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import paths
+from grader.engine import paths
 
 SKIP_NAMES = {"__MACOSX", "__pycache__", ".ipynb_checkpoints"}
 INTERRUPTED = 130
@@ -169,7 +169,7 @@ def _raw_hash(path: Path) -> str:
 def fingerprint(job) -> None:
     """Fill ``job.sha256`` the way the report will (normalised stage modules) or, when the
     submission cannot be read, with a hash of its raw bytes and ``job.unreadable``."""
-    from . import submission
+    from grader.engine import submission
     from .executors import _notebook_alone
     tmp = tempfile.mkdtemp(prefix="grader-intake-")
     try:
@@ -188,7 +188,7 @@ def fingerprint(job) -> None:
 
 def not_graded_report(job, chosen, error: str) -> dict:
     """A schema-v1 report for a submission that could not be graded: every stage at zero, the reason."""
-    from . import isolation, report
+    from grader.engine import isolation, report
     entries = []
     for s in chosen:
         tests = [{"id": f"{s.id}::{func}", "name": func, "score": 0.0, "max_score": round(pts, 6),
@@ -220,7 +220,7 @@ def not_graded_report(job, chosen, error: str) -> dict:
 
 def write_csv(path: Path, rows: list, chosen) -> None:
     """One row per student: stage scores, total, bonus; the error when there is no grade."""
-    from .atomic import write_bytes
+    from grader.engine.atomic import write_bytes
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     stage_ids = [s.id for s in chosen]
@@ -338,7 +338,7 @@ def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=No
     """
     from rich.console import Console
 
-    from . import stages
+    from grader.engine import stages
 
     if console is None:
         console = Console()
@@ -413,8 +413,9 @@ def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, ex
                                TimeElapsedColumn, TimeRemainingColumn)
     from sqlalchemy.exc import ArgumentError, OperationalError
 
-    from . import html_report, run
-    from .atomic import write_json
+    from . import html_report
+    from grader.engine import run
+    from grader.engine.atomic import write_json
     from .executors import DEFAULT_TARGET, DaskExecutor, LocalExecutor, Outcome
     from .gradebook import Gradebook, default_url, redact
 
@@ -539,7 +540,7 @@ def _current_rows(book, suite, jobs, reports_dir: Path) -> list:
     with another version of the tests than ``suite`` (the current one) is ``outdated``: its scores
     stand until the next run grades it again. A report file missing on disk is rewritten from the
     gradebook."""
-    from .atomic import write_json
+    from grader.engine.atomic import write_json
     latest = book.latest([(j.id, j.sha256) for j in jobs])
     rows = []
     for job in jobs:

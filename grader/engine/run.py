@@ -99,7 +99,7 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
     # the end; fixtures such as tmp_path stay).
     unused = ["cacheprovider", "doctest", "junitxml", "pastebin", "stepwise", "setuponly", "setupplan",
               "faulthandler", "debugging", "nose", "unittest", "unraisableexception", "threadexception"]
-    args = ["-p", "pytest_jsonreport.plugin", "-p", "grader.plugin", *[f"-pno:{name}" for name in unused],
+    args = ["-p", "pytest_jsonreport.plugin", "-p", "grader.engine.plugin", *[f"-pno:{name}" for name in unused],
             "-q", "--no-header", "-rN", "--tb=no",
             f"--rootdir={paths.ROOT}", "-c", str(paths.ROOT / "tests" / "grading.ini"),
             "--json-report", f"--json-report-file={json_path}", "--json-report-omit", "log", "keywords",

@@ -1,4 +1,4 @@
-"""The pytest plugin the grader runs hidden and public suites with (``-p grader.plugin``).
+"""The pytest plugin the grader runs hidden and public suites with (``-p grader.engine.plugin``).
 
 It gives tests the ``student`` fixture (the stage module behind the worker
 boundary), turns each outcome into a report status and feedback line, and

@@ -8,6 +8,9 @@ from functools import lru_cache
 from . import paths
 
 VISIBILITIES = ("visible", "hidden", "after_due_date")
+# The first lines of every starter file (``make starter``); a notebook holds the file without them.
+STARTER_HEADER = ("# Starter code, generated from the reference by `make starter`. Replace every\n"
+                  "# `raise NotImplementedError(...)` with your implementation; keep the names and signatures.\n")
 
 
 @dataclass(frozen=True)
