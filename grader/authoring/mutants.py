@@ -19,11 +19,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.engine import paths
-
-CATALOGUE = paths.TESTS / "mutants"
-EXTENDED = CATALOGUE / "extended"
-ALTERNATIVES = paths.TESTS / "alternatives"
+from grader.engine import paths, run, stages
 
 
 @dataclass(frozen=True)
@@ -43,11 +39,10 @@ class Mutant:
 def load(stage: str | None = None, extended: bool = False) -> list:
     """The core catalogue (and the extended one too if ``extended``)."""
     mutants = []
-    files = sorted(CATALOGUE.glob("a[0-9][0-9]_*.toml"))
-    if extended:
-        files += sorted(EXTENDED.glob("a[0-9][0-9]_*.toml"))
+    chosen = [stages.get(stage)] if stage else stages.all_stages()
+    files = [s.mutants() for s in chosen] + ([s.mutants(extended=True) for s in chosen] if extended else [])
     for path in files:
-        if stage and path.stem != stage:
+        if not path.exists():
             continue
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -71,19 +66,15 @@ def build_submission(mutant: Mutant, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for p in paths.SOLUTIONS.glob("a[0-9][0-9]_*.py"):
         shutil.copy(p, dest / p.name)
-    target = dest / f"{mutant.stage}.py"
+    target = dest / stages.get(mutant.stage).module_file
     target.write_text(apply(mutant, target.read_text(encoding="utf-8")), encoding="utf-8")
     return dest
 
 
 def alternatives(stage: str | None = None) -> list:
     """(stage, path) of every alternative correct implementation."""
-    found = []
-    for folder in sorted(ALTERNATIVES.glob("a[0-9][0-9]_*")):
-        if stage and folder.name != stage:
-            continue
-        found += [(folder.name, p) for p in sorted(folder.glob("*.py"))]
-    return found
+    chosen = [stages.get(stage)] if stage else stages.all_stages()
+    return [(s.id, p) for s in chosen for p in s.alternatives]
 
 
 def build_alternative(stage: str, path: Path, dest: Path) -> Path:
@@ -91,7 +82,7 @@ def build_alternative(stage: str, path: Path, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for p in paths.SOLUTIONS.glob("a[0-9][0-9]_*.py"):
         shutil.copy(p, dest / p.name)
-    shutil.copy(path, dest / f"{stage}.py")
+    shutil.copy(path, dest / stages.get(stage).module_file)
     return dest
 
 
@@ -100,7 +91,6 @@ def failed_feedback(stage_report: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from grader.engine import run
     argv = sys.argv[1:] if argv is None else argv
     extended = "--extended" in argv
     words = [a for a in argv if not a.startswith("--")]

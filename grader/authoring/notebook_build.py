@@ -51,7 +51,7 @@ class CodeCell:
 
 def solution_names(stage_id: str) -> set:
     """Top-level functions/classes of the reference that contain a solution region."""
-    path = paths.SOLUTIONS / f"{stage_id}.py"
+    path = stages.get(stage_id).solution
     if not path.exists():
         return set()
     source = path.read_text(encoding="utf-8")
@@ -587,11 +587,13 @@ def build(stage_id: str, module_text: str, names_to_write: set | None = None):
 
 
 def starter_text(stage_id: str) -> str:
-    return (paths.STARTER / f"{stage_id}.py").read_text(encoding="utf-8").removeprefix(STARTER_HEADER)
+    return stages.get(stage_id).starter.read_text(encoding="utf-8").removeprefix(STARTER_HEADER)
 
 
 def notebook_path(stage_id: str, root: Path | None = None) -> Path:
-    return (root or paths.ROOT) / "assignments" / stage_id / f"{stage_id}.ipynb"
+    """The stage's notebook, or where it goes under another course folder ``root``."""
+    path = stages.get(stage_id).notebook
+    return path if root is None else Path(root) / path.relative_to(paths.ROOT)
 
 
 def render(nb) -> str:
@@ -601,7 +603,7 @@ def render(nb) -> str:
 
 def buildable() -> list:
     """Stages that have a starter module (a notebook is made for each)."""
-    return [s.id for s in stages.all_stages() if (paths.STARTER / f"{s.id}.py").exists()]
+    return [s.id for s in stages.all_stages() if s.starter.exists()]
 
 
 def expected() -> dict:
@@ -611,7 +613,7 @@ def expected() -> dict:
 
 def solution_notebook(stage_id: str) -> str:
     """The notebook with the reference solution in its tagged cells (for tests and TAs; never commit)."""
-    text = (paths.SOLUTIONS / f"{stage_id}.py").read_text(encoding="utf-8")
+    text = stages.get(stage_id).solution.read_text(encoding="utf-8")
     return render(build(stage_id, text))
 
 
@@ -629,7 +631,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.solutions:
         for sid in buildable():
-            if (paths.SOLUTIONS / f"{sid}.py").exists():
+            if stages.get(sid).solution.exists():
                 path = notebook_path(sid, Path(args.solutions))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(solution_notebook(sid), encoding="utf-8")

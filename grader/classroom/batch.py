@@ -46,7 +46,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.engine import paths
+from grader.engine import isolation, paths, report, run, stages, submission
+from grader.engine.atomic import write_bytes, write_json
+
+from . import html_report
+from .executors import DEFAULT_TARGET, DaskExecutor, Job, LocalExecutor, Outcome
+from .gradebook import Gradebook, default_url, redact
 
 SKIP_NAMES = {"__MACOSX", "__pycache__", ".ipynb_checkpoints"}
 INTERRUPTED = 130
@@ -54,49 +59,6 @@ HAS_GRADE = ("graded", "outdated")   # row statuses that come with scores
 
 
 # ---------------------------------------------------------------- what is graded, with what
-
-def _suite_files(stage) -> list[Path]:
-    files = [paths.ASSIGNMENTS / stage.id / "stage.toml",
-             paths.HIDDEN_TESTS / f"test_{stage.id}.py",
-             paths.SOLUTIONS / f"{stage.id}.py",
-             paths.SANDBOX / "probes" / f"{stage.id}.py"]
-    files += [paths.SANDBOX / "standins" / f"{s}.py" for s in stage.standins]
-    data = paths.HIDDEN_TESTS / "data"
-    if data.is_dir():
-        for p in sorted(data.iterdir()):
-            if p.name.startswith(stage.id):
-                files += sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p]
-    return files
-
-
-SHARED_SUITE_FILES = [paths.ROOT / "grader" / "testing.py", paths.ROOT / "grader" / "plugin.py",
-                      paths.ROOT / "grader" / "report.py", paths.TESTS / "grading.ini",
-                      paths.HIDDEN_TESTS / "conftest.py"]
-
-
-def suite_hash(stage_list) -> str:
-    """A hash of everything that decides a grade for these stages, other than the submission.
-
-    Changes when a stage's hidden tests, weights, reference solution, probes,
-    stand-ins or hidden data change (or the assertion helpers / plugin that
-    turn them into scores and feedback).
-    """
-    digest = hashlib.sha256(b"grader-suite-v1\0")
-    for stage in sorted(stage_list, key=lambda s: s.id):
-        digest.update(f"stage {stage.id}\0".encode())
-        for f in _suite_files(stage):
-            _hash_file(digest, f)
-    for f in SHARED_SUITE_FILES:
-        _hash_file(digest, f)
-    return digest.hexdigest()
-
-
-def _hash_file(digest, path: Path) -> None:
-    rel = str(path.relative_to(paths.ROOT)) if path.is_relative_to(paths.ROOT) else str(path)
-    digest.update(rel.encode() + b"\0")
-    digest.update(path.read_bytes() if path.is_file() else b"<absent>")
-    digest.update(b"\0")
-
 
 def grader_version() -> str:
     """The course repository's git commit (read from .git, no git command), or 'unknown'."""
@@ -126,7 +88,6 @@ def _slug(sid: str) -> str:
 
 def discover(folder: Path, exclude=()) -> tuple[list, list]:
     """The submissions in ``folder`` (sorted, unique ids) and the names ignored."""
-    from .executors import Job
     excluded = {os.path.realpath(p) for p in exclude}
     found, ignored = [], []
     order = {"folder": 0, "zip": 1, "notebook": 2}
@@ -169,13 +130,11 @@ def _raw_hash(path: Path) -> str:
 def fingerprint(job) -> None:
     """Fill ``job.sha256`` the way the report will (normalised stage modules) or, when the
     submission cannot be read, with a hash of its raw bytes and ``job.unreadable``."""
-    from grader.engine import submission
-    from .executors import _notebook_alone
     tmp = tempfile.mkdtemp(prefix="grader-intake-")
     try:
         target = job.path
         if job.format == "notebook":
-            target = _notebook_alone(job.path, tmp)
+            target = submission.notebook_alone(job.path, tmp)
         intake = submission.intake(target, os.path.join(tmp, "intake"), job.id)
         job.sha256 = intake.sha256
     except submission.UnreadableSubmission as exc:
@@ -188,7 +147,6 @@ def fingerprint(job) -> None:
 
 def not_graded_report(job, chosen, error: str) -> dict:
     """A schema-v1 report for a submission that could not be graded: every stage at zero, the reason."""
-    from grader.engine import isolation, report
     entries = []
     for s in chosen:
         tests = [{"id": f"{s.id}::{func}", "name": func, "score": 0.0, "max_score": round(pts, 6),
@@ -220,7 +178,6 @@ def not_graded_report(job, chosen, error: str) -> dict:
 
 def write_csv(path: Path, rows: list, chosen) -> None:
     """One row per student: stage scores, total, bonus; the error when there is no grade."""
-    from grader.engine.atomic import write_bytes
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     stage_ids = [s.id for s in chosen]
@@ -338,7 +295,6 @@ def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=No
     """
     from rich.console import Console
 
-    from grader.engine import stages
 
     if console is None:
         console = Console()
@@ -413,11 +369,6 @@ def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, ex
                                TimeElapsedColumn, TimeRemainingColumn)
     from sqlalchemy.exc import ArgumentError, OperationalError
 
-    from . import html_report
-    from grader.engine import run
-    from grader.engine.atomic import write_json
-    from .executors import DEFAULT_TARGET, DaskExecutor, LocalExecutor, Outcome
-    from .gradebook import Gradebook, default_url, redact
 
     url = gradebook_url or default_url(str(out_dir))
     try:
@@ -426,7 +377,7 @@ def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, ex
         print(f"error: cannot open the gradebook {redact(url) if '://' in url else url}: "
               f"{str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    suite = suite_hash(chosen)
+    suite = stages.suite_hash(chosen)
     abandoned = book.mark_abandoned()
     jobs, ignored = discover(subs, exclude=[out_dir])
     for name in ignored:
@@ -505,7 +456,7 @@ def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, ex
         stats["seconds"] = time.monotonic() - start
         guard.critical = True  # a second Ctrl-C no longer interrupts writing the outputs
         try:
-            rows = _current_rows(book, suite_hash(chosen), jobs, reports_dir)
+            rows = _current_rows(book, stages.suite_hash(chosen), jobs, reports_dir)
             stats["pending"] = sum(r["status"] == "pending" for r in rows)
             write_csv(out_dir / "grades.csv", rows, chosen)
             html_report.write_all(out_dir / "html", rows, chosen, suite=suite, run_id=run_id,
@@ -540,7 +491,6 @@ def _current_rows(book, suite, jobs, reports_dir: Path) -> list:
     with another version of the tests than ``suite`` (the current one) is ``outdated``: its scores
     stand until the next run grades it again. A report file missing on disk is rewritten from the
     gradebook."""
-    from grader.engine.atomic import write_json
     latest = book.latest([(j.id, j.sha256) for j in jobs])
     rows = []
     for job in jobs:

@@ -36,6 +36,10 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from grader.engine import paths, run, stages, submission
+from grader.engine.atomic import write_json
+from grader.engine.submission import UnreadableSubmission
+
 DEFAULT_TARGET = "grader.classroom.executors:grade_path"
 SLACK_S = 90  # on top of the stages' time limits and pytest's own slack
 
@@ -67,16 +71,6 @@ class Outcome:
 
 # ---------------------------------------------------------------- grading one submission
 
-def _notebook_alone(path: str, tmp: str) -> str:
-    """A loose notebook is graded from a private copy, so that the folder it sits in
-    (the class's submissions folder) is not read as part of it."""
-    folder = os.path.join(tmp, "notebook")
-    os.makedirs(folder, exist_ok=True)
-    dest = os.path.join(folder, os.path.basename(path))
-    shutil.copyfile(path, dest)
-    return dest
-
-
 def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_hash: str | None = None,
                isolation: str = "auto", threads: int = 1, in_process: bool = False) -> dict:
     """Grade the submission at ``path`` on the hidden suites; return its schema-v1 report.
@@ -88,11 +82,9 @@ def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_has
     ``suite_hash``, when given, must equal this side's hash of the test suite
     (a cluster worker with another checkout of the course refuses to grade).
     """
-    from . import batch
-    from grader.engine import run, stages
     chosen = stages.resolve(stage_ids)
     if suite_hash is not None:
-        mine = batch.suite_hash(chosen)
+        mine = stages.suite_hash(chosen)
         if mine != suite_hash:
             raise SuiteMismatch(f"this grader's test suite (hash {mine[:12]}) differs from the batch's "
                                 f"({suite_hash[:12]}); install the same course commit on every worker")
@@ -101,7 +93,7 @@ def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_has
     try:
         if os.path.isfile(path) and path.endswith(".ipynb"):
             tmp = tempfile.mkdtemp(prefix="grader-nb-")
-            target = _notebook_alone(path, tmp)
+            target = submission.notebook_alone(path, tmp)
         rep = run.grade(target, kind="hidden", stage_ids=[s.id for s in chosen], isolation=isolation,
                         submission_id=submission_id, threads=threads, hide=tuple(str(h) for h in hide),
                         in_process=in_process)
@@ -119,7 +111,6 @@ def _import_target(spec: str):
 
 
 def _outcome_of_exception(exc: BaseException) -> tuple[str, str]:
-    from grader.engine.submission import UnreadableSubmission
     if isinstance(exc, UnreadableSubmission):
         return "unreadable", str(exc)
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -158,9 +149,7 @@ def child_main(spec_json: str) -> int:
         if target == DEFAULT_TARGET:
             # Same checkout as the batch: no refusal if the tests were edited since it started; the
             # grading is recorded under the suite it really ran, and the next run catches up.
-            from . import batch
-            from grader.engine import stages
-            suite = batch.suite_hash(stages.resolve(spec["stage_ids"]))
+            suite = stages.suite_hash(stages.resolve(spec["stage_ids"]))
         fn = _import_target(target)
         # this process grades one submission and exits: its pytest session can run right here
         extra = {"in_process": True} if target == DEFAULT_TARGET else {}
@@ -171,7 +160,6 @@ def child_main(spec_json: str) -> int:
         result = {"status": status, "error": error}
     result["seconds"] = round(time.monotonic() - start, 3)
     result["suite_hash"] = suite
-    from grader.engine.atomic import write_json
     write_json(spec["result"], result)
     return 0
 

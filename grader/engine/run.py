@@ -15,11 +15,6 @@ from . import forkservers, paths, report, stages, submission
 PYTEST_SLACK_S = 120
 
 
-def test_file(stage, kind: str):
-    folder = paths.HIDDEN_TESTS if kind == "hidden" else paths.PUBLIC_TESTS
-    return folder / f"test_{stage.id}.py"
-
-
 def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
           submission_id: str | None = None, threads: int = 1, hide=(), fast_only: bool = False,
           reverse_order: bool = False, in_process: bool = False, validate: bool = True) -> dict:
@@ -43,8 +38,8 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
     os.makedirs(private, mode=0o700)
     try:
         intake = submission.intake(path, os.path.join(private, "intake"), submission_id)
-        present = {s.id for s in chosen if os.path.exists(os.path.join(intake.folder, f"{s.id}.py"))}
-        runnable = [s for s in chosen if s.id in present and test_file(s, kind).exists()]
+        present = {s.id for s in chosen if os.path.exists(os.path.join(intake.folder, s.module_file))}
+        runnable = [s for s in chosen if s.id in present and s.suite(kind).exists()]
         json_tests, events, errors = [], {}, list(intake.errors)
         if runnable:
             if in_process and iso_choice.mode != "inprocess":  # torch's import starts now, beside the session's own start-up
@@ -54,7 +49,7 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
             errors += run_errors
         entries = []
         for s in chosen:
-            if not test_file(s, kind).exists():
+            if not s.suite(kind).exists():
                 continue
             if s.id in present:
                 entries.append(report.stage_results(s, kind, json_tests, events, intake.errors, True,
@@ -106,7 +101,7 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
             f"--submission={folder}", f"--isolation={isolation.mode}", f"--grader-work={work}",
             f"--threads={threads}", *[f"--hide={h}" for h in hide], *(["-m", "not slow"] if fast_only else []),
             *(["--reverse-order"] if reverse_order else []),
-            *[str(test_file(s, kind)) for s in runnable]]
+            *[str(s.suite(kind)) for s in runnable]]
     if in_process:
         proc = _pytest_here(args)
     else:

@@ -1,9 +1,11 @@
 """The stages of the course, read from ``assignments/*/stage.toml``."""
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 from . import paths
 
@@ -35,9 +37,77 @@ class Stage:
     hidden: dict = field(default_factory=dict)   # test function name -> TestSpec
     public: dict = field(default_factory=dict)
 
+    # -- its files: every other module asks the stage instead of rebuilding these paths --------
     @property
-    def folder(self):
+    def folder(self) -> Path:
+        """``assignments/<id>/``: handouts, stage.toml, data, notebook."""
         return paths.ASSIGNMENTS / self.id
+
+    @property
+    def toml(self) -> Path:
+        return self.folder / "stage.toml"
+
+    @property
+    def handouts(self) -> dict:
+        """{language: handout}: English and Korean."""
+        return {"en": self.folder / "README.md", "ko": self.folder / "README.ko.md"}
+
+    @property
+    def notebook(self) -> Path:
+        return self.folder / f"{self.id}.ipynb"
+
+    @property
+    def module_file(self) -> str:
+        """The file name of the stage module in a submission, e.g. ``a02_softmax.py``."""
+        return f"{self.id}.py"
+
+    @property
+    def solution(self) -> Path:
+        return paths.SOLUTIONS / self.module_file
+
+    @property
+    def starter(self) -> Path:
+        return paths.STARTER / self.module_file
+
+    def suite(self, kind: str) -> Path:
+        """The pytest file of the ``hidden`` or ``public`` tests."""
+        return (paths.HIDDEN_TESTS if kind == "hidden" else paths.PUBLIC_TESTS) / f"test_{self.id}.py"
+
+    @property
+    def hidden_data(self) -> list:
+        """Files under ``tests/hidden/data/`` whose name starts with the stage id (a folder counts whole)."""
+        found = []
+        if paths.HIDDEN_DATA.is_dir():
+            for p in sorted(paths.HIDDEN_DATA.iterdir()):
+                if p.name.startswith(self.id):
+                    found += sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p]
+        return found
+
+    @property
+    def probes(self) -> Path:
+        """``grader/sandbox/probes/<id>.py``: scenarios the torch suites run in the worker (may not exist)."""
+        return paths.SANDBOX / "probes" / self.module_file
+
+    @property
+    def standin_files(self) -> list:
+        """The stand-ins of the earlier stages this one imports."""
+        return [paths.SANDBOX / "standins" / f"{name}.py" for name in self.standins]
+
+    def mutants(self, extended: bool = False) -> Path:
+        """The catalogue of realistic mistakes: the core one, or the extended one."""
+        return paths.MUTANTS / ("extended" if extended else "") / f"{self.id}.toml"
+
+    @property
+    def alternatives(self) -> list:
+        """Independent correct implementations, each a ``.py`` file that must score full marks."""
+        return sorted((paths.ALTERNATIVES / self.id).glob("*.py"))
+
+    def grading_files(self) -> list:
+        """Everything that decides this stage's grade apart from the submission, where it exists:
+        stage.toml, hidden suite, reference, probes, stand-ins, hidden data."""
+        candidates = [self.toml, self.suite("hidden"), self.solution, self.probes, *self.standin_files,
+                      *self.hidden_data]
+        return [p for p in candidates if p.is_file()]
 
     def tests(self, kind: str) -> dict:
         return self.hidden if kind == "hidden" else self.public
@@ -62,7 +132,7 @@ def _specs(table: dict, where: str) -> dict:
 
 
 def load_stage(stage_id: str) -> Stage:
-    path = paths.ASSIGNMENTS / stage_id / "stage.toml"
+    path = paths.ASSIGNMENTS / stage_id / "stage.toml"  # before the Stage exists to ask
     with open(path, "rb") as f:
         data = tomllib.load(f)
     return Stage(
@@ -103,3 +173,32 @@ def resolve(names) -> list:
             raise KeyError(f"no stage {key!r}; stages are: {', '.join(s.id for s in stages)}")
         chosen.extend(m for m in match if m not in chosen)
     return chosen
+
+
+# What every stage's grade also depends on: the helpers and plugin that turn tests into scores and feedback.
+SHARED_GRADING_FILES = [paths.PACKAGE / "engine" / "testing.py", paths.PACKAGE / "engine" / "plugin.py",
+                        paths.PACKAGE / "engine" / "report.py", paths.TESTS / "grading.ini"]
+
+
+def suite_hash(stage_list) -> str:
+    """A hash of everything that decides a grade for these stages, other than the submission.
+
+    Changes when a stage's hidden tests, weights, reference solution, probes,
+    stand-ins or hidden data change, or the assertion helpers / plugin / report
+    code that turn them into scores and feedback. Only files that exist are hashed.
+    """
+    digest = hashlib.sha256(b"grader-suite-v2\0")
+    for stage in sorted(stage_list, key=lambda s: s.id):
+        digest.update(f"stage {stage.id}\0".encode())
+        for f in stage.grading_files():
+            _hash_file(digest, f)
+    for f in SHARED_GRADING_FILES:
+        _hash_file(digest, f)
+    return digest.hexdigest()
+
+
+def _hash_file(digest, path: Path) -> None:
+    rel = path.relative_to(paths.ROOT) if path.is_relative_to(paths.ROOT) else path
+    digest.update(str(rel).encode() + b"\0")
+    digest.update(path.read_bytes())
+    digest.update(b"\0")

@@ -7,12 +7,15 @@ blow up (too many entries, too many bytes).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import stat
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import notebooks  # notebooks are converted into modules, cell tags decide what is code
 
 STAGE_FILE = re.compile(r"^a\d\d_[a-z0-9_]+\.py$")
 MAX_FILE_BYTES = 2 << 20
@@ -112,7 +115,6 @@ def intake(path: str, dest: str, submission_id: str | None = None) -> Intake:
 
     modules = dest_path / "modules"
     modules.mkdir()
-    from . import notebooks  # notebooks are converted into modules, cell tags decide what is code
     if fmt != "zip" and src.is_file():
         errors += notebooks.convert([src], modules)
     else:
@@ -140,3 +142,13 @@ def intake(path: str, dest: str, submission_id: str | None = None) -> Intake:
 
 def discard(intake_dir: str) -> None:
     shutil.rmtree(intake_dir, ignore_errors=True)
+
+
+def notebook_alone(path: str, tmp: str) -> str:
+    """A loose notebook is graded from a private copy, so that the folder it sits in
+    (the class's submissions folder) is not read as part of it."""
+    folder = os.path.join(tmp, "notebook")
+    os.makedirs(folder, exist_ok=True)
+    dest = os.path.join(folder, os.path.basename(path))
+    shutil.copyfile(path, dest)
+    return dest

@@ -133,9 +133,9 @@ def local_batch(tmp_path_factory):
     assert STAGES and STAGES[0] == "a01_similarity"
     base = tmp_path_factory.mktemp("batch")
     subs, out = small_class(base / "class"), base / "out"
-    suite_before = batch.suite_hash(stages.resolve(STAGES))
+    suite_before = stages.suite_hash(stages.resolve(STAGES))
     proc = run_cli(subs, "--stages", STAGE_ARG, "--workers", 2, "--out", out)
-    proc.suites = (suite_before, batch.suite_hash(stages.resolve(STAGES)))  # differ only if someone edits the tests
+    proc.suites = (suite_before, stages.suite_hash(stages.resolve(STAGES)))  # differ only if someone edits the tests
     return subs, out, proc
 
 
@@ -430,7 +430,7 @@ def test_a_changed_test_suite_or_regrade_grades_again_and_keeps_history(tmp_path
     out = tmp_path / "out"
     marker = tmp_path / "suite-part.txt"
     marker.write_text("version 1")
-    monkeypatch.setattr(batch, "SHARED_SUITE_FILES", [*batch.SHARED_SUITE_FILES, marker])
+    monkeypatch.setattr(stages, "SHARED_GRADING_FILES", [*stages.SHARED_GRADING_FILES, marker])
 
     def go(**kw):
         rc = batch.run_batch(subs, out=out, workers=2, stage_ids=["a01_similarity"], target=fake_grader,
