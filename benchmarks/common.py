@@ -259,3 +259,15 @@ def fmt_s(x: float) -> str:
     if x >= 1e-3:
         return f"{x * 1e3:.1f} ms"
     return f"{x * 1e6:.0f} µs"
+
+
+def user_env(keep_env: bool) -> dict:
+    """The environment the graded commands run in. A user's shell does not normally set
+    PYTHONDONTWRITEBYTECODE (this workplace's sessions do): unless --keep-env, it is
+    removed so that Python keeps its bytecode caches, as on a student's laptop."""
+    env = dict(os.environ)
+    if not keep_env:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if GRADER_ROOT != ROOT:  # `python -m grader` from the copy given with --root
+        env["PYTHONPATH"] = str(GRADER_ROOT)
+    return env

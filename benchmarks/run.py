@@ -31,9 +31,15 @@ import sys
 import time
 import traceback
 from dataclasses import asdict
+from pathlib import Path
+
+from grader.authoring import batch_fixture
+from grader.engine import paths
+from grader.engine import stages as all_stages
 
 from . import common
-from .common import (PY, ROOT, WORK, CpuContention, Result, check_target, fmt_s, interleaved, load, machine,
+from .otter import compare
+from .common import (PY, ROOT, user_env, WORK, CpuContention, Result, check_target, fmt_s, interleaved, load, machine,
                      paired_ratio, run_timed, summary)
 
 ORDER = ["mha", "sdpa", "check", "otter", "boundary", "memory", "batch"]
@@ -44,18 +50,6 @@ BATCH_COUNT, QUICK_BATCH_COUNT = 50, 20
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.1f}] {msg}", flush=True)
-
-
-def user_env(keep_env: bool) -> dict:
-    """The environment the graded commands run in. A user's shell does not normally set
-    PYTHONDONTWRITEBYTECODE (this workplace's sessions do): unless --keep-env, it is
-    removed so that Python keeps its bytecode caches, as on a student's laptop."""
-    env = dict(os.environ)
-    if not keep_env:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if common.GRADER_ROOT != ROOT:  # `python -m grader` from the copy given with --root
-        env["PYTHONPATH"] = str(common.GRADER_ROOT)
-    return env
 
 
 def grade_argv(sub, stages=None, isolation=None, out=None):
@@ -70,18 +64,43 @@ def grade_argv(sub, stages=None, isolation=None, out=None):
 
 # ---------------------------------------------------------------- trust boundary + memory
 
+def baseline_argv(sub, stages=None, out=None):
+    """The same hidden suites in one plain pytest process, no worker (``benchmarks.baseline``)."""
+    files = [str(common.GRADER_ROOT / s.suite("hidden").relative_to(paths.ROOT)) for s in all_stages.all_stages()
+             if not stages or s.id in stages]
+    return [PY, "-m", "pytest", "-p", "pytest_jsonreport.plugin", "-p", "benchmarks.baseline.plugin", "-q",
+            "--no-header", "-p", "no:cacheprovider", "-c", str(common.GRADER_ROOT / "tests" / "grading.ini"),
+            f"--rootdir={common.GRADER_ROOT}", "--json-report", f"--json-report-file={out}",
+            f"--submission={sub}", *files]
+
+
+def _baseline_report(out) -> dict:
+    """What the boundary benchmark reads of a report, from pytest-json-report's file."""
+    data = json.loads(Path(out).read_text())
+    tests = data.get("tests", [])
+    per_stage = {}
+    for t in tests:
+        stage = t["nodeid"].split("::")[0].rsplit("/", 1)[-1].removeprefix("test_").removesuffix(".py")
+        per_stage[stage] = per_stage.get(stage, 0.0) + sum(t.get(w, {}).get("duration", 0.0)
+                                                           for w in ("setup", "call", "teardown"))
+    passed = sum(t["outcome"] == "passed" for t in tests)
+    return {"duration_s": data["duration"], "score": passed, "max_score": len(tests),
+            "stages": [{"id": k, "tests": [{"duration_s": v}]} for k, v in per_stage.items()]}
+
+
 def bench_boundary(ctx) -> list:
     """Full hidden grading of solutions/: --isolation strict (root: namespaces, uid, limits) vs
-    --isolation inprocess (the same hidden suites in one pytest process, no worker)."""
+    the same hidden suites in one plain pytest process with no worker (``benchmarks.baseline``)."""
     quick = ctx.quick
     stages = NUMPY_STAGES if quick else None
     repeat = ctx.repeat or (3 if quick else 2)
     strict = "strict" if os.geteuid() == 0 else "degraded"
     # One BLAS/torch thread in every process on both sides: the strict worker runs torch on
-    # --threads=1; the in-process worker has no such setting and would otherwise use every
-    # core (and, on a shared machine, spin against the neighbours).
+    # --threads=1; the in-process baseline sets one torch thread and the BLAS variables below.
     env = user_env(ctx.keep_env)
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    baseline_env = {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                    "PYTHONPATH": os.pathsep.join([str(common.GRADER_ROOT), str(ROOT)])}
     out_dir = WORK / "boundary"
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = {strict: [], "inprocess": []}
@@ -89,9 +108,14 @@ def bench_boundary(ctx) -> list:
     def one(mode):
         def go():
             out = out_dir / f"{mode}.json"
-            wall, cp, sampler = run_timed(grade_argv(common.GRADER_ROOT / "solutions", stages, mode, out), env=env,
-                                          sampler=True, timeout=3600)
-            rep = json.loads(out.read_text())
+            sub = common.GRADER_ROOT / "solutions"
+            if mode == "inprocess":
+                wall, cp, sampler = run_timed(baseline_argv(sub, stages, out), env=baseline_env, sampler=True,
+                                              timeout=3600, check=False)
+                rep = _baseline_report(out)
+            else:
+                wall, cp, sampler = run_timed(grade_argv(sub, stages, mode, out), env=env, sampler=True, timeout=3600)
+                rep = json.loads(out.read_text())
             runs[mode].append({"wall": wall, "cpu": cp.cpu_s, "duration": rep["duration_s"],
                                "score": rep["score"], "max_score": rep["max_score"],
                                "stages": {s["id"]: round(sum(t["duration_s"] for t in s["tests"]), 2)
@@ -225,7 +249,6 @@ def bench_batch(ctx) -> list:
     base = WORK / "batch"
     klass = base / f"class-{count}-{'-'.join(stages)}"
     shutil.rmtree(klass, ignore_errors=True)  # rebuilt every time (a second): the mutant catalogue changes
-    from grader.authoring import batch_fixture
     batch_fixture.build(klass, count, stages, seed=0)
     made = sorted(p.name for p in klass.iterdir())
     env = user_env(ctx.keep_env)
@@ -327,7 +350,6 @@ def bench_kernels(ctx) -> list:
 # ---------------------------------------------------------------- Otter
 
 def bench_otter(ctx) -> list:
-    from .otter import compare
     return [compare.run(ctx, log)]
 
 

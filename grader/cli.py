@@ -22,7 +22,7 @@ def cmd_check(args) -> int:
     from grader.engine import run, table
     stage_ids = [args.stage] if args.stage else None
     rep = run.grade(args.path, kind="public", stage_ids=stage_ids, isolation=args.isolation,
-                    submission_id=os.path.basename(os.path.abspath(args.path)), in_process=True,
+                    submission_id=os.path.basename(os.path.abspath(args.path)), pytest_here=True,
                     validate=False)
     table.print_report(rep)
     return 0
@@ -81,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--out", help="write the report here (JSON)")
     g.add_argument("--format", choices=["json", "gradescope"], default="json")
     g.add_argument("--id", help="submission id in the report (default: the file or folder name)")
-    g.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded", "inprocess"])
+    g.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded"])
     g.add_argument("--threads", type=int, default=1, help="torch threads per worker")
     g.add_argument("--json", action="store_true", help="print the report as JSON")
     g.add_argument("--quiet", action="store_true", help="no table")

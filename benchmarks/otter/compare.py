@@ -131,8 +131,7 @@ def otter_score(work: Path) -> tuple:
 def run(ctx, log=print) -> Result:
     quick = getattr(ctx, "quick", False)
     repeat = getattr(ctx, "repeat", None) or (2 if quick else 4)
-    from ..run import user_env
-    env = user_env(getattr(ctx, "keep_env", False))
+    env = common.user_env(getattr(ctx, "keep_env", False))
     work = WORK / "otter"
     title = "per-submission grading time, 2 numpy questions: ours vs Otter-Grader `otter run`"
     try:

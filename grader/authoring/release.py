@@ -10,12 +10,19 @@ import shutil
 import tomllib
 from pathlib import Path
 
-from grader.engine import paths
+from grader.engine import paths, stages
 
 STUDENT_FILES = {"requirements.txt": "requirements.txt"}
 ASSIGNMENT_SUFFIXES = (".md", ".ipynb", ".tsv", ".csv", ".json", ".jsonl", ".txt", ".py")
-GRADER_EXCLUDE = ("__pycache__", "standins", "mutants.py", "notebook_build.py", "batch", "batch.py", "gradebook.py", "html_report.py",
-                  "executors.py")
+# What of grader/ students get (an allow-list: a new module ships only once it is named here).
+STUDENT_GRADER = (
+    "__init__.py", "__main__.py", "cli.py",  # `python -m grader check`
+    "engine",                                # the trusted session `check` runs, its report
+    "sandbox",                               # the worker side (less its stand-ins, below)
+    "lab",                                   # what the notebooks import
+)
+# Inside those: the stand-ins are working stages 5 and 7.
+STUDENT_GRADER_SKIP = ("__pycache__", "standins")
 
 
 def _public_stage_toml(path: Path) -> str:
@@ -58,14 +65,21 @@ def build(out_dir: str) -> Path:
     shutil.copy(paths.ROOT / "docs" / "student.mk", out / "Makefile")
     shutil.copytree(paths.STARTER, out / "starter", ignore=shutil.ignore_patterns("__pycache__"))
     (out / "tests" / "public").mkdir(parents=True)
-    for p in paths.PUBLIC_TESTS.glob("test_*.py"):
-        shutil.copy(p, out / "tests" / "public" / p.name)
+    for stage in stages.all_stages():
+        if stage.suite("public").exists():
+            shutil.copy(stage.suite("public"), out / "tests" / "public" / stage.suite("public").name)
     shutil.copy(paths.TESTS / "grading.ini", out / "tests" / "grading.ini")
-    shutil.copytree(paths.ROOT / "grader", out / "grader", ignore=shutil.ignore_patterns(*GRADER_EXCLUDE))
-    for stage_dir in sorted(paths.ASSIGNMENTS.glob("a[0-9][0-9]_*")):
-        dest = out / "assignments" / stage_dir.name
+    for name in STUDENT_GRADER:
+        src = paths.PACKAGE / name
+        if src.is_dir():
+            shutil.copytree(src, out / "grader" / name, ignore=shutil.ignore_patterns(*STUDENT_GRADER_SKIP))
+        else:
+            (out / "grader").mkdir(exist_ok=True)
+            shutil.copy(src, out / "grader" / name)
+    for stage in stages.all_stages():
+        stage_dir, dest = stage.folder, out / "assignments" / stage.id
         dest.mkdir(parents=True)
-        (dest / "stage.toml").write_text(_public_stage_toml(stage_dir / "stage.toml"), encoding="utf-8")
+        (dest / "stage.toml").write_text(_public_stage_toml(stage.toml), encoding="utf-8")
         for p in stage_dir.rglob("*"):
             if p.is_file() and p.suffix in ASSIGNMENT_SUFFIXES and "__pycache__" not in p.parts:
                 target = dest / p.relative_to(stage_dir)

@@ -72,12 +72,12 @@ class Outcome:
 # ---------------------------------------------------------------- grading one submission
 
 def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_hash: str | None = None,
-               isolation: str = "auto", threads: int = 1, in_process: bool = False) -> dict:
+               isolation: str = "auto", threads: int = 1, pytest_here: bool = False) -> dict:
     """Grade the submission at ``path`` on the hidden suites; return its schema-v1 report.
 
     The Dask executor submits exactly this function (a long-lived Dask worker keeps
     the pytest session in a process of its own); the local executor's per-submission
-    process runs it with ``in_process`` (``run.grade``). ``hide`` are paths the
+    process runs it with ``pytest_here`` (``run.grade``). ``hide`` are paths the
     student's worker must not read (the class's folder, the outputs).
     ``suite_hash``, when given, must equal this side's hash of the test suite
     (a cluster worker with another checkout of the course refuses to grade).
@@ -96,7 +96,7 @@ def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_has
             target = submission.notebook_alone(path, tmp)
         rep = run.grade(target, kind="hidden", stage_ids=[s.id for s in chosen], isolation=isolation,
                         submission_id=submission_id, threads=threads, hide=tuple(str(h) for h in hide),
-                        in_process=in_process)
+                        pytest_here=pytest_here)
         rep["submission"]["path"] = str(path)
         return rep
     finally:
@@ -152,7 +152,7 @@ def child_main(spec_json: str) -> int:
             suite = stages.suite_hash(stages.resolve(spec["stage_ids"]))
         fn = _import_target(target)
         # this process grades one submission and exits: its pytest session can run right here
-        extra = {"in_process": True} if target == DEFAULT_TARGET else {}
+        extra = {"pytest_here": True} if target == DEFAULT_TARGET else {}
         rep = fn(spec["path"], spec["submission_id"], spec["stage_ids"], spec["hide"], None, **extra)
         result = {"status": "graded", "report": rep}
     except Exception as exc:  # noqa: BLE001 - whatever happened is this submission's row

@@ -3,7 +3,6 @@
 ``strict``  (root): namespaces, an unprivileged uid, secrets hidden, limits.
 ``degraded`` (not root): a separate process with limits and a scrubbed
              environment in a scratch folder; same user, network shared.
-``inprocess``: no boundary at all (benchmarks and debugging only; never for grading students).
 """
 from __future__ import annotations
 
@@ -32,7 +31,7 @@ class Isolation:
     def choose(cls, requested: str = "auto", extra_hidden=()) -> "Isolation":
         if requested == "auto":
             requested = "strict" if os.geteuid() == 0 and sys.platform == "linux" else "degraded"
-        if requested not in ("strict", "degraded", "inprocess"):
+        if requested not in ("strict", "degraded"):
             raise ValueError(f"unknown isolation {requested!r}")
         return cls(requested, extra_hidden=[str(p) for p in extra_hidden])
 
@@ -45,17 +44,16 @@ class Isolation:
         strict = self.mode == "strict"
         return {
             "mode": self.mode,
-            "separate_process": self.mode != "inprocess",
+            "separate_process": True,
             "separate_user": strict,
             "network": "none" if strict else "shared",
             "secrets_hidden": strict,
             "limits": {"cpu_s": self.limits["cpu_s"], "memory_mb": self.limits["memory_mb"],
                        "processes": self.limits["processes"], "open_files": self.limits["open_files"],
-                       "file_mb": self.limits["file_mb"]} if self.mode != "inprocess" else {},
+                       "file_mb": self.limits["file_mb"]},
             "note": {
                 "strict": "worker in fresh mount+network namespaces as an unprivileged uid; tests, solutions and fixtures unmounted",
                 "degraded": "not running as root: worker is a separate process with limits, but same user and network",
-                "inprocess": "no boundary: for benchmarks only",
             }[self.mode],
         }
 

@@ -16,7 +16,7 @@ import pytest
 from . import isolation as iso
 from . import forkservers, paths, stages
 from .errors import StudentProblem
-from .worker_client import InProcessWorker, StageWorker, StudentModule
+from .worker_client import StageWorker, StudentModule
 
 FEEDBACK_CHARS = 1200
 _workers: dict = {}
@@ -25,7 +25,7 @@ _workers: dict = {}
 def pytest_addoption(parser):
     group = parser.getgroup("grader")
     group.addoption("--submission", default=str(paths.SOLUTIONS), help="folder holding the stage modules")
-    group.addoption("--isolation", default="auto", choices=["auto", "strict", "degraded", "inprocess"])
+    group.addoption("--isolation", default="auto", choices=["auto", "strict", "degraded"])
     group.addoption("--grader-work", default=None, help="private folder for worker files and stage events")
     group.addoption("--threads", type=int, default=1, help="torch threads in each worker")
     group.addoption("--hide", action="append", default=[], help="another path the worker must not read")
@@ -50,8 +50,6 @@ def pytest_sessionstart(session):
     """Start the fork servers the suites given will need, so that torch's import
     runs while the numpy stages are graded."""
     config = session.config
-    if iso.Isolation.choose(config.getoption("--isolation")).mode == "inprocess":
-        return
     ids = {Path(arg).stem.removeprefix("test_") for arg in config.args}
     forkservers.start({s.library for s in stages.all_stages() if s.id in ids}, config.getoption("--threads"))
 
@@ -76,16 +74,13 @@ def student(request):
     isolation = iso.Isolation.choose(config.getoption("--isolation"),
                                      extra_hidden=config.getoption("--hide")).for_stage(stage)
     submission = os.path.abspath(config.getoption("--submission"))
-    if isolation.mode == "inprocess":
-        worker = InProcessWorker(stage, submission, threads=config.getoption("--threads"))
-    else:
-        work = os.path.join(_work_dir(config), stage.id)
-        os.makedirs(work)
-        os.chmod(work, 0o711)
-        isolation.extra_hidden.append(os.path.join(_work_dir(config), "private"))
-        threads = config.getoption("--threads")
-        worker = StageWorker(stage, submission, isolation, forkservers.get(stage.library, threads), work,
-                             budget_s=stage.time_limit_s, threads=threads)
+    work = os.path.join(_work_dir(config), stage.id)
+    os.makedirs(work)
+    os.chmod(work, 0o711)
+    isolation.extra_hidden.append(os.path.join(_work_dir(config), "private"))
+    threads = config.getoption("--threads")
+    worker = StageWorker(stage, submission, isolation, forkservers.get(stage.library, threads), work,
+                         budget_s=stage.time_limit_s, threads=threads)
     _workers[stage.id] = (worker, isolation)
     try:
         yield StudentModule(worker)

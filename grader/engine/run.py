@@ -17,13 +17,13 @@ PYTEST_SLACK_S = 120
 
 def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
           submission_id: str | None = None, threads: int = 1, hide=(), fast_only: bool = False,
-          reverse_order: bool = False, in_process: bool = False, validate: bool = True) -> dict:
+          reverse_order: bool = False, pytest_here: bool = False, validate: bool = True) -> dict:
     """Grade the submission at ``path`` and return the schema-v1 report.
 
     ``fast_only`` leaves out tests marked ``slow`` (end-to-end training); the
     mutant catalogue uses it, since a mistake caught by a subset of the tests is
     caught by all of them. Students are always graded on every test.
-    ``in_process`` runs the pytest session in this process instead of a new one:
+    ``pytest_here`` runs the pytest session in this process instead of a new one:
     for a process that grades one submission and exits (``check``, a batch's
     per-submission process); the student's code still runs in confined workers.
     ``validate=False`` skips the schema check of the report (``check`` only prints it).
@@ -42,10 +42,10 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         runnable = [s for s in chosen if s.id in present and s.suite(kind).exists()]
         json_tests, events, errors = [], {}, list(intake.errors)
         if runnable:
-            if in_process and iso_choice.mode != "inprocess":  # torch's import starts now, beside the session's own start-up
+            if pytest_here:  # torch's import starts now, beside the session's own start-up
                 forkservers.start({s.library for s in runnable}, threads)
             json_tests, events, run_errors = _run_pytest(intake.folder, runnable, kind, iso_choice, work,
-                                                         threads, hide, fast_only, reverse_order, in_process)
+                                                         threads, hide, fast_only, reverse_order, pytest_here)
             errors += run_errors
         entries = []
         for s in chosen:
@@ -85,7 +85,7 @@ def _missing_stage(stage, kind, intake_errors=()):
 
 
 def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_only=False, reverse_order=False,
-                in_process=False):
+                pytest_here=False):
     private = os.path.join(work, "private")
     json_path = os.path.join(private, "pytest.json")
     # Only the plugins grading needs: the ones installed packages register by entry point
@@ -102,7 +102,7 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
             f"--threads={threads}", *[f"--hide={h}" for h in hide], *(["-m", "not slow"] if fast_only else []),
             *(["--reverse-order"] if reverse_order else []),
             *[str(s.suite(kind)) for s in runnable]]
-    if in_process:
+    if pytest_here:
         proc = _pytest_here(args)
     else:
         budget = sum(s.time_limit_s for s in runnable) + PYTEST_SLACK_S
