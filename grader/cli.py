@@ -19,7 +19,7 @@ def _stage_list(value: str | None):
 
 
 def cmd_check(args) -> int:
-    from grader.engine import run, table
+    from grader.engine import run, table  # start-up: each command imports only what it runs
     stage_ids = [args.stage] if args.stage else None
     rep = run.grade(args.path, kind="public", stage_ids=stage_ids, isolation=args.isolation,
                     submission_id=os.path.basename(os.path.abspath(args.path)), pytest_here=True,
@@ -29,7 +29,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from grader.engine import gradescope, run, table
+    from grader.engine import gradescope, run, table  # start-up
     rep = run.grade(args.submission, kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
                     submission_id=args.id, threads=args.threads)
     if args.format == "gradescope":
@@ -37,7 +37,7 @@ def cmd_grade(args) -> int:
     else:
         payload = rep
     if args.out:
-        from grader.engine.atomic import write_json
+        from grader.engine.atomic import write_json  # start-up
         write_json(args.out, payload)
     if not args.quiet:
         table.print_report(rep)
@@ -47,21 +47,21 @@ def cmd_grade(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from grader.authoring import release
+    from grader.authoring import release  # start-up; authoring/ is not in the student bundle
     release.build(args.out_dir)
     print(f"student bundle written to {args.out_dir}")
     return 0
 
 
 def cmd_gradescope(args) -> int:
-    from grader.authoring import autograder
+    from grader.authoring import autograder  # start-up; authoring/ is not in the student bundle
     autograder.build(args.out_zip)
     print(f"Gradescope autograder written to {args.out_zip}")
     return 0
 
 
 def cmd_batch(args) -> int:
-    from grader.classroom import batch
+    from grader.classroom import batch  # start-up; classroom/ is not in the student bundle
     return batch.main(args)
 
 
@@ -111,7 +111,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from grader.engine.submission import UnreadableSubmission
+    from grader.engine.submission import UnreadableSubmission  # start-up: `--help` imports nothing
     try:
         args = parser().parse_args(argv)
     except SystemExit as exc:

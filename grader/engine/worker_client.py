@@ -15,6 +15,7 @@ import time
 
 from . import isolation as iso
 from . import paths
+from .static_check import scan
 from .forkservers import ForkServerFailed
 from .errors import ForbiddenCall, StudentError, StudentMissing, StudentTimeout, WorkerCrashed
 from grader.sandbox import protocol
@@ -44,7 +45,6 @@ class StageWorker:
         self.static_hits = self._scan()
 
     def _scan(self) -> list:
-        from .static_check import scan
         path = os.path.join(self.submission_dir, f"{self.stage.id}.py")
         try:
             with open(path, encoding="utf-8", errors="replace") as f:

@@ -80,7 +80,7 @@ def preload(library: str) -> None:
         return
     import numpy  # noqa: F401
 
-    from . import forbid, jail, protocol, runtime  # noqa: F401
+    from . import forbid, jail, protocol, runtime  # noqa: F401  fork-safety: see the docstring
     if library == "torch":
         import torch  # noqa: F401
         import torch._dynamo  # noqa: F401  (the first torch.optim optimizer imports it: ~1.2 s)
@@ -143,7 +143,7 @@ class Server:
 
 def _child(config: dict, plan: dict, in_fd: int, out_fd: int, err_fd: int) -> None:
     """The worker, from fork to exit."""
-    from . import jail, runtime
+    from . import jail, runtime  # fork-safety: numpy only after the fork outside Linux (see preload)
     code = 0
     try:
         os.setsid()  # its own process group: the session kills the group
@@ -188,5 +188,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, _ROOT)
-    from grader.sandbox.forkserver import main as _main
+    from grader.sandbox.forkserver import main as _main  # run as a script: the package, once sys.path has it
     _main()

@@ -24,6 +24,9 @@ import time
 import traceback
 import types
 
+from . import forbid, protocol
+from .forbid import ForbiddenCall
+
 OUTPUT_CAP = 64 * 1024
 
 
@@ -85,7 +88,6 @@ class Worker:
         _optional_module(f"{__package__}.standins.{self.stage}")
 
     def load(self):
-        from . import forbid
         sys.path.insert(0, self.student_dir)
         self.guard = forbid.install(self.student_dir, self.forbidden)
         path = os.path.join(self.student_dir, f"{self.stage}.py")
@@ -136,7 +138,6 @@ class Worker:
         return {"ok": True, "value": value}
 
     def _failure(self, kind, exc) -> dict:
-        from .forbid import ForbiddenCall
         if isinstance(exc, ForbiddenCall):
             kind = "forbidden"
         frames = [f for f in traceback.extract_tb(exc.__traceback__)
@@ -179,7 +180,6 @@ def _safe_str(exc) -> str:
 
 def serve(worker: Worker, in_fd: int, out_fd: int, config: dict) -> None:
     """Answer requests until the trusted side says exit or closes the pipe."""
-    from . import protocol
 
     # Student prints go to a capped buffer; the C-level descriptors go nowhere.
     devnull = os.open(os.devnull, os.O_WRONLY)
