@@ -108,7 +108,7 @@ def run_timed(argv, *, env=None, cwd=None, timeout=1800, check=True, sampler=Fal
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        raise RuntimeError(f"timed out after {timeout} s: {' '.join(map(str, argv))}")
+        raise RuntimeError(f"timed out after {timeout} s: {' '.join(map(str, argv))}") from None
     seconds = time.perf_counter() - start
     if s:
         s.stop()

@@ -38,9 +38,23 @@ from grader.engine import paths
 from grader.engine import stages as all_stages
 
 from . import common
+from .common import (
+    PY,
+    ROOT,
+    WORK,
+    CpuContention,
+    Result,
+    check_target,
+    fmt_s,
+    interleaved,
+    load,
+    machine,
+    paired_ratio,
+    run_timed,
+    summary,
+    user_env,
+)
 from .otter import compare
-from .common import (PY, ROOT, user_env, WORK, CpuContention, Result, check_target, fmt_s, interleaved, load, machine,
-                     paired_ratio, run_timed, summary)
 
 ORDER = ["mha", "sdpa", "check", "otter", "boundary", "memory", "batch"]
 NUMPY_STAGES = ["a01_similarity", "a02_softmax", "a03_attention"]
@@ -172,7 +186,8 @@ def bench_memory(ctx) -> list:
         stages = NUMPY_STAGES if ctx.quick else None
         out = WORK / "memory.json"
         out.parent.mkdir(parents=True, exist_ok=True)
-        wall, cp, sampler = run_timed(grade_argv(common.GRADER_ROOT / "solutions", stages, strict, out), env=env, sampler=True,
+        wall, cp, sampler = run_timed(grade_argv(common.GRADER_ROOT / "solutions", stages, strict, out), env=env,
+                                      sampler=True,
                                       timeout=3600)
         runs = {strict: [{"memory": sampler.result()}], "inprocess": []}
         notes.append(f"own run: {wall:.0f} s; stages: {'numpy only' if stages else 'all'}")
@@ -284,7 +299,8 @@ def bench_batch(ctx) -> list:
     results["runs"] = runs
     ratio = results[2]["per_min"] / results[1]["per_min"]
     wall_ratio = results[2]["per_min_wall"] / results[1]["per_min_wall"]
-    notes = [f"{len(made)} submissions from grader.authoring.batch_fixture (reference, starter stubs, catalogued mutants; "
+    notes = [f"{len(made)} submissions from grader.authoring.batch_fixture (reference, starter stubs, "
+             "catalogued mutants; "
              f"folders, zips, notebooks), stage {', '.join(stages)} (numpy), strict isolation",
              f"figure = submissions/min during grading as the batch prints it; over the whole command "
              f"(discovery, gradebook, CSV, HTML included): {results[2]['per_min_wall']:.1f} vs "

@@ -14,7 +14,8 @@ from grader.engine import paths
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SCRIPTS = ("setup.sh", "run_autograder")
-SOURCE_PARTS = ("grader", "solutions", "starter", "assignments", "tests/hidden", "tests/grading.ini", "requirements.txt")
+SOURCE_PARTS = ("grader", "solutions", "starter", "assignments", "tests/hidden", "tests/grading.ini",
+                "requirements.txt")
 
 
 def _add_tree(zf: zipfile.ZipFile, rel: str) -> None:

@@ -21,8 +21,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from . import mutants
 from grader.engine import paths, stages
+
+from . import mutants
 
 
 def _notebook(source: str) -> dict:

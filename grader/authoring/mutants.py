@@ -48,7 +48,8 @@ def load(stage: str | None = None, extended: bool = False) -> list:
             data = tomllib.load(f)
         for m in data.get("mutant", []):
             mutants.append(Mutant(path.stem, m["id"], m["description"], tuple(m.get("feedback_mentions", [])),
-                                  tuple((e["find"], e["replace"]) for e in m["edits"]), bool(m.get("needs_slow", False))))
+                                  tuple((e["find"], e["replace"]) for e in m["edits"]),
+                                  bool(m.get("needs_slow", False))))
     return mutants
 
 

@@ -365,8 +365,15 @@ class _Deferred:
 
 def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, executor, scheduler, regrade,
                 console, target, timeout_s, reveal_after_due=False) -> int:
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     from sqlalchemy.exc import ArgumentError, OperationalError
 
 
@@ -505,7 +512,7 @@ def _current_rows(book, suite, jobs, reports_dir: Path) -> list:
             write_json(str(path), rep)
         graded_at = g["graded_at"]
         if graded_at is not None and graded_at.tzinfo is None:  # SQLite keeps no time zone: it was UTC
-            graded_at = graded_at.replace(tzinfo=dt.timezone.utc)
+            graded_at = graded_at.replace(tzinfo=dt.UTC)
         status, error = g["status"], g["error"] or ""
         if g["suite_hash"] != suite and status == "graded":
             status, error = "outdated", "graded with an earlier version of the tests; run the batch again"

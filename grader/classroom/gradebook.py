@@ -34,8 +34,25 @@ import json
 import os
 import socket
 
-from sqlalchemy import (Boolean, Column, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Table,
-                        Text, UniqueConstraint, create_engine, event, insert, select, update)
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 SCHEMA_VERSION = 1
@@ -133,7 +150,7 @@ test_results = Table(
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def default_url(out_dir: str) -> str:

@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 
-from . import isolation, paths
 from grader.sandbox.forkserver import receive_message, send_message
+
+from . import isolation, paths
 
 _servers: dict = {}
 
@@ -61,7 +62,8 @@ class ForkServer:
     def _why(self, exc) -> str:
         self._stderr.seek(0)
         tail = self._stderr.read()[-1500:].decode(errors="replace").strip()
-        return f"the grader's {self.library} fork server failed ({type(exc).__name__}: {exc}){': ' + tail if tail else ''}"
+        why = f"the grader's {self.library} fork server failed ({type(exc).__name__}: {exc})"
+        return f"{why}: {tail}" if tail else why
 
     def spawn(self, config: dict, plan: dict, fds, timeout: float) -> int:
         """Fork a worker that uses ``fds`` (requests in, replies out, stderr); its pid.

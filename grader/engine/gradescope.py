@@ -23,7 +23,8 @@ def results_json(report: dict) -> dict:
     return {
         "score": min(total, report["max_score"]),
         "output": f"Transformer course grader: {report['score']:.2f} / {report['max_score']:.0f}"
-                  + (f" (+{report['bonus_score']:.2f} bonus, capped at the course total)" if "bonus_score" in report else ""),
+                  + (f" (+{report['bonus_score']:.2f} bonus, capped at the course total)"
+                     if "bonus_score" in report else ""),
         "tests": tests,
         "visibility": "visible",
         "execution_time": int(report["duration_s"]),

@@ -22,13 +22,13 @@ class Isolation:
     limits: dict = field(default_factory=lambda: dict(DEFAULT_LIMITS))
     extra_hidden: list = field(default_factory=list)
 
-    def for_stage(self, stage) -> "Isolation":
+    def for_stage(self, stage) -> Isolation:
         """A copy with the stage's memory and CPU-seconds limits (CPU: twice its wall-clock budget)."""
         limits = {**self.limits, "memory_mb": stage.memory_mb, "cpu_s": int(max(60, 2 * stage.time_limit_s))}
         return Isolation(self.mode, limits, list(self.extra_hidden))
 
     @classmethod
-    def choose(cls, requested: str = "auto", extra_hidden=()) -> "Isolation":
+    def choose(cls, requested: str = "auto", extra_hidden=()) -> Isolation:
         if requested == "auto":
             requested = "strict" if os.geteuid() == 0 and sys.platform == "linux" else "degraded"
         if requested not in ("strict", "degraded"):
@@ -52,7 +52,8 @@ class Isolation:
                        "processes": self.limits["processes"], "open_files": self.limits["open_files"],
                        "file_mb": self.limits["file_mb"]},
             "note": {
-                "strict": "worker in fresh mount+network namespaces as an unprivileged uid; tests, solutions and fixtures unmounted",
+                "strict": "worker in fresh mount+network namespaces as an unprivileged uid; "
+                          "tests, solutions and fixtures unmounted",
                 "degraded": "not running as root: worker is a separate process with limits, but same user and network",
             }[self.mode],
         }

@@ -12,15 +12,8 @@ The notebook side (``setup``, ``check``) is ``grader.lab.course``.
 from __future__ import annotations
 
 import ast
-import atexit
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 KEEP_TAGS = {"solution", "course"}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from . import isolation as iso
 from . import forkservers, paths, stages
+from . import isolation as iso
 from .errors import StudentProblem
 from .worker_client import StageWorker, StudentModule
 
@@ -34,7 +34,8 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: end-to-end training (left out only by the mutant catalogue's fast grading)")
+    config.addinivalue_line("markers",
+                            "slow: end-to-end training (left out only by the mutant catalogue's fast grading)")
 
 
 def pytest_collection_modifyitems(config, items):

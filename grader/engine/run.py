@@ -9,8 +9,8 @@ import sys
 import tempfile
 import time
 
-from . import isolation as iso
 from . import forkservers, paths, report, stages, submission
+from . import isolation as iso
 
 PYTEST_SLACK_S = 120
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from . import paths
@@ -146,7 +146,7 @@ def load_stage(stage_id: str) -> Stage:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def all_stages() -> tuple:
     """Every stage with a stage.toml, in course order."""
     return tuple(load_stage(p.parent.name) for p in sorted(paths.ASSIGNMENTS.glob("a[0-9][0-9]_*/stage.toml")))

@@ -58,7 +58,8 @@ def print_report(report: dict, *, show_feedback: bool = True, file=None) -> None
                 say(f"{paint(s['id'], 'bold')}: {s['message']}")
             for t in s["tests"]:
                 if t["status"] != "passed" and s["status"] != "missing":
-                    say(f"  {paint(t['status'].rjust(7), STATUS_COLOUR.get(t['status'], 'red'))} {t['id']} — {t['name']}")
+                    status = paint(t['status'].rjust(7), STATUS_COLOUR.get(t['status'], 'red'))
+                    say(f"  {status} {t['id']} — {t['name']}")
                     if t["feedback"]:
                         say(f"          {t['feedback']}")
     for e in report.get("errors", []):

@@ -13,12 +13,13 @@ import struct
 import tempfile
 import time
 
+from grader.sandbox import protocol
+
 from . import isolation as iso
 from . import paths
-from .static_check import scan
-from .forkservers import ForkServerFailed
 from .errors import ForbiddenCall, StudentError, StudentMissing, StudentTimeout, WorkerCrashed
-from grader.sandbox import protocol
+from .forkservers import ForkServerFailed
+from .static_check import scan
 
 STARTUP_S = 60.0
 GIVE_UP_AFTER = {"crashes": 4, "timeouts": 3}  # then the stage's remaining tests fail at once
@@ -65,7 +66,7 @@ class StageWorker:
                         g.write(f.read())
         uid = self.isolation.uid
         if uid is not None:
-            for root, dirs, files in os.walk(scratch):
+            for root, _dirs, files in os.walk(scratch):
                 for p in [root, *(os.path.join(root, f) for f in files)]:
                     os.chown(p, uid, uid)
         os.chmod(scratch, 0o700)

@@ -7,7 +7,6 @@ import sys
 import zipfile
 
 import pytest
-
 from conftest import ROOT, grade_cached, stage_of
 
 STAGES = ["a01_similarity", "a02_softmax"]

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import ROOT
-from grader.classroom import batch
+
 from grader.authoring import mutants
-from grader.engine import stages
-from grader.engine import report as report_mod
+from grader.classroom import batch
 from grader.classroom.gradebook import Gradebook
+from grader.engine import report as report_mod
+from grader.engine import stages
 
 PY = sys.executable
 STAGES = [s for s in ("a01_similarity", "a02_softmax")   # the numpy stages (a02 while it is being written)
@@ -458,7 +458,8 @@ def test_a_changed_test_suite_or_regrade_grades_again_and_keeps_history(tmp_path
 def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(tmp_path, fake_grader):
     subs = _fake_class(tmp_path / "class", [f"q{i}" for i in range(6)])
     out = tmp_path / "out"
-    code = ("import sys; from grader.classroom import batch; sys.exit(batch.run_batch(sys.argv[1], out=sys.argv[2], workers=2, "
+    code = ("import sys; from grader.classroom import batch; "
+            "sys.exit(batch.run_batch(sys.argv[1], out=sys.argv[2], workers=2, "
             f"stage_ids=['a01_similarity'], target={fake_grader!r}))")
     env = {**os.environ, "FAKE_GRADE_DELAY": "3"}
     proc = subprocess.Popen([PY, "-c", code, str(subs), str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,

@@ -5,8 +5,8 @@ from torch's own modules (grader/sandbox/standins/), so a broken stage 5 or 7
 must leave the stages built on it untouched.
 """
 import pytest
-
 from conftest import grade_cached, stage_of
+
 from grader.authoring import mutants
 from grader.engine import stages
 

@@ -103,5 +103,6 @@ def test_public_tests_pass_on_reference_and_fail_on_starter():
     ref = grade_cached(paths.SOLUTIONS, kind="public")
     start = grade_cached(paths.STARTER, kind="public")
     for s in ref["stages"]:
-        assert s["score"] == pytest.approx(s["max_score"]), [t["feedback"] for t in s["tests"] if t["status"] != "passed"]
+        failed = [t["feedback"] for t in s["tests"] if t["status"] != "passed"]
+        assert s["score"] == pytest.approx(s["max_score"]), failed
     assert start["score"] == 0 and start.get("bonus_score", 0) == 0

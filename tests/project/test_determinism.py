@@ -1,9 +1,8 @@
 """Grading is deterministic and no test depends on the order tests run in."""
 import pytest
-
 from conftest import grade_cached
-from grader.engine import paths
 
+from grader.engine import paths
 
 pytestmark = pytest.mark.xdist_group("reference")  # reuses test_course's graded reference
 

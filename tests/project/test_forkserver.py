@@ -2,8 +2,8 @@
 import os
 
 import pytest
-
 from conftest import ROOT
+
 from grader.engine import forkservers, isolation, stages
 from grader.engine.errors import WorkerCrashed
 from grader.engine.worker_client import StageWorker, StudentModule
@@ -29,7 +29,8 @@ def _worker(server, tmp_path, source):
 
 def test_each_worker_is_a_new_fork_and_a_crash_leaves_the_server_serving(server, tmp_path):
     source = (ROOT / "solutions" / "a02_softmax.py").read_text() + (
-        "\n\ndef die(code):\n    import os\n    os._exit(code)\n\n\ndef pid():\n    import os\n    return os.getpid()\n")
+        "\n\ndef die(code):\n    import os\n    os._exit(code)\n\n\n"
+        "def pid():\n    import os\n    return os.getpid()\n")
     worker = _worker(server, tmp_path, source)
     student = StudentModule(worker)
     try:

@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, grade_cached, stage_of
+
 from grader.engine import report as report_mod
 
 HOSTILE = ROOT / "tests" / "hostile"

@@ -18,10 +18,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
-from grader.classroom import html_report
+
 from grader.authoring import mutants
+from grader.classroom import html_report
 from grader.classroom.executors import Job
 
 PY = sys.executable

@@ -4,8 +4,8 @@ import os
 import re
 
 import pytest
-
 from conftest import ROOT
+
 from grader.engine import run
 
 PROBE = ROOT / "tests" / "project" / "isolation_probe" / "a02_softmax.py"

@@ -1,15 +1,15 @@
 """The student bundle holds no solution, no hidden test, no expected value, and `check` works in it."""
 import hashlib
-import re
 import os
+import re
 import shutil
 import subprocess
 import venv
 
 import pytest
 
-from grader.engine import paths, stages
 from grader.authoring import release, starter
+from grader.engine import paths, stages
 
 
 @pytest.fixture(scope="module")

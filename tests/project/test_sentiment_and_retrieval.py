@@ -28,10 +28,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import ROOT, load_module
 
 from grader.lab import pretrained
-
-from conftest import ROOT, load_module
 
 A08_DATA = ROOT / "assignments" / "a08_sentiment" / "data"
 A09_DATA = ROOT / "assignments" / "a09_retrieval" / "data"

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from grader.engine import paths
 from grader.authoring import starter
+from grader.engine import paths
 
 SOLUTION_FILES = sorted(paths.SOLUTIONS.glob("a[0-9][0-9]_*.py"))
 

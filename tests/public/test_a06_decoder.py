@@ -121,7 +121,7 @@ def test_greedy_decode_output(student):
 
 
 def test_submodule_names(student):
-    """Seq2SeqTransformer has encoder, decoder (embedding, pe, layers) and generator; layers have the contract's names"""
+    """Seq2SeqTransformer has encoder, decoder (embedding, pe, layers) and generator; layers have the contract's names"""  # noqa: E501 (the report's test name)
     init = {"src_vocab_size": 9, "tgt_vocab_size": 11, "d_model": 8, "n_heads": 2, "d_ff": 16, "n_layers": 2,
             "max_len": 12, "pad_id": 0}
     got = student.probe("structure", kind="Seq2SeqTransformer", init=init)
@@ -131,5 +131,6 @@ def test_submodule_names(student):
                  "decoder.layers.1.norm1", "decoder.layers.1.norm2", "decoder.layers.1.norm3"]:
         assert name in modules, f"Seq2SeqTransformer has no submodule {name!r} (see the contract in the handout)"
     assert "decoder.pe" in got["buffers"], "the Decoder should register its sinusoidal table as the buffer pe"
-    assert got["params"].get("generator.weight") == [11, 8], \
-        f"generator should be nn.Linear(d_model=8, tgt_vocab_size=11); its weight is {got['params'].get('generator.weight')}"
+    assert got["params"].get("generator.weight") == [11, 8], (
+        "generator should be nn.Linear(d_model=8, tgt_vocab_size=11); "
+        f"its weight is {got['params'].get('generator.weight')}")

@@ -9,8 +9,8 @@ notes in data/docs.jsonl with questions whose answers are known.
 import numpy as np
 import torch
 
-from grader.lab import pretrained
 from grader.engine.testing import as_array, assert_close, assert_shape, raises_student
+from grader.lab import pretrained
 
 
 def _pair(out, what):

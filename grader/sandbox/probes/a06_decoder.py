@@ -16,9 +16,9 @@ Common arguments
 import time
 
 import torch
+import torch.nn.functional as F
 
 from ._common import build, data, failed
-import torch.nn.functional as F
 
 KINDS = ("DecoderLayer", "Decoder", "Seq2SeqTransformer")
 

@@ -12,9 +12,9 @@ Common arguments
     calls       [{"args": [...], "kwargs": {...}}, ...] forward calls on the same instance
 """
 import torch
+from torch import nn
 
 from ._common import build, data, failed
-from torch import nn
 
 KINDS = ("BertEmbeddings", "BertModel", "BertForMaskedLM")
 

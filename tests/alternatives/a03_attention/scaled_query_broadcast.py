@@ -40,7 +40,8 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
         out = (weights[..., :, :, None] * V[..., None, :, :]).sum(axis=-2)
     except ValueError as exc:
         mshape = None if mask is None else np.shape(mask)
-        raise ValueError(f"shapes Q {Q.shape}, K {K.shape}, V {V.shape}, mask {mshape} do not broadcast: {exc}") from None
+        raise ValueError(f"shapes Q {Q.shape}, K {K.shape}, V {V.shape}, mask {mshape} do not broadcast: "
+                         f"{exc}") from None
     return out, weights
 
 

@@ -40,7 +40,8 @@ class MultiHeadAttention(nn.Module):
         B, m, dq = query.shape
         Bk, n, dk = key.shape
         if dq != self.d_model or dk != self.d_model or value.shape != key.shape or Bk != B:
-            raise ValueError(f"bad shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)} for d_model={self.d_model}")
+            raise ValueError(f"bad shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)} "
+                             f"for d_model={self.d_model}")
         h, d_k = self.n_heads, self.d_k
         q = self.w_q(query).view(B, m, h, d_k).transpose(1, 2).reshape(B * h, m, d_k)
         k = self.w_k(key).view(B, n, h, d_k).transpose(1, 2).reshape(B * h, n, d_k)

@@ -36,7 +36,8 @@ class MultiHeadAttention(nn.Module):
             if t.ndim != 3 or t.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must be (B, L, {self.d_model}); got {list(t.shape)}")
         if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
-            raise ValueError(f"mismatched shapes query {list(query.shape)}, key {list(key.shape)}, value {list(value.shape)}")
+            raise ValueError(f"mismatched shapes query {list(query.shape)}, key {list(key.shape)}, "
+                             f"value {list(value.shape)}")
         B, m, n = query.shape[0], query.shape[1], key.shape[1]
         q, k, v = self.split(self.w_q(query)), self.split(self.w_k(key)), self.split(self.w_v(value))
         scores = torch.einsum("bhid,bhjd->bhij", q, k) / math.sqrt(q.shape[-1])

@@ -40,7 +40,7 @@ def train_classifier(model, input_ids, attention_mask, labels, *, epochs=3, lr=5
     N = input_ids.shape[0]
     model.train()
     epoch_losses = []
-    for epoch in range(epochs):
+    for _epoch in range(epochs):
         per_example = []
         perm = torch.randperm(N, generator=gen)
         for batch in perm.split(batch_size):

@@ -4,7 +4,6 @@ import socket
 
 import numpy as np
 
-
 HOSTILE_PORT = 0  # the test writes the port of its listening server here
 
 

@@ -1,5 +1,6 @@
 """Patches every comparison it can reach so that wrong answers would 'pass'."""
 import builtins
+
 import numpy as np
 import numpy.testing
 
@@ -10,6 +11,7 @@ np.isclose = lambda a, b, **k: np.ones(np.broadcast(np.asarray(a), np.asarray(b)
 builtins.AssertionError = type("AssertionError", (Exception,), {})
 try:
     import unittest.mock
+
     import pytest
     pytest.approx = lambda *a, **k: unittest.mock.ANY
 except ImportError:

@@ -37,7 +37,8 @@ def softmax(x, axis=-1):
                    for name in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_NOFILE", "RLIMIT_FSIZE")},
         "network": _network(),
         "trusted_modules": sorted(n for n in sys.modules if n.split(".")[0] in TRUSTED_SIDE
-                                  or n.startswith(("test_", "conftest")) or n in ("grader.engine.plugin", "grader.engine.testing")),
+                                  or n.startswith(("test_", "conftest"))
+                                  or n in ("grader.engine.plugin", "grader.engine.testing")),
     }
     raise ValueError("PROBE" + json.dumps(info) + "PROBE")
 
