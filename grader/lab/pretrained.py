@@ -25,7 +25,7 @@ class PretrainedMissing(RuntimeError):
     """The pretrained package is not installed or incomplete."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def minilm_dir() -> Path:
     """The checkpoint folder holding model.safetensors, config.json and tokenizer.json."""
     spec = importlib.util.find_spec(PACKAGE)
@@ -38,13 +38,13 @@ def minilm_dir() -> Path:
     return folder
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def minilm_config() -> dict:
     """config.json as a dict (hidden_size 384, 6 layers, 12 heads, vocab 30522, ...)."""
     return json.loads((minilm_dir() / "config.json").read_text(encoding="utf-8"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def minilm_state() -> dict:
     """The Hugging Face state dict {name: tensor} (read once per process; treat as read-only)."""
     from safetensors.torch import load_file
