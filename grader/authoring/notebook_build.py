@@ -39,7 +39,8 @@ from . import starter
 
 NB_VERSION = (4, 5)
 PRETRAINED_STAGES = {"a07_bert_mlm", "a08_sentiment", "a09_retrieval"}
-COLAB_SKIP = {"torch", "numpy", "jinja2"}  # Colab has its own (reinstalling torch takes minutes); jinja2: batch pages only
+# Colab has its own builds (reinstalling torch takes minutes); jinja2 serves only the batch pages.
+COLAB_SKIP = {"torch", "numpy", "jinja2"}
 # earlier stages a notebook's pictures use beyond what the module imports (stages 8-9 need a stage-7 BertModel)
 PICTURE_IMPORTS = {"a08_sentiment": ["a07_bert_mlm"], "a09_retrieval": ["a07_bert_mlm"]}
 

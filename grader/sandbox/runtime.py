@@ -59,29 +59,66 @@ class Worker:
         self.module = None
         self.guard = None
         self.probes = None
+        self._standins = {}   # earlier stage -> (its stand-in module, its starter's path and text)
+        self._fallbacks = {}  # earlier stage -> why the student's own module could not be used
 
     # -- loading ---------------------------------------------------------
-    def _standin(self, name: str):
-        """The starter module of stage ``name`` with the contract names replaced
-        by the torch-built stand-in (so course-provided code is still there)."""
-        module = types.ModuleType(name)
-        starter = os.path.join(self.starter_dir or "", f"{name}.py")
-        if self.starter_dir and os.path.exists(starter):
-            module.__file__ = starter
-            sys.modules[name] = module
-            with open(starter, encoding="utf-8") as f:
-                exec(compile(f.read(), starter, "exec"), module.__dict__)
+    def _standin(self, name: str) -> None:
+        """Read what the stand-in of the earlier stage ``name`` is made of while the course
+        folder still exists (before confinement): the torch-built stand-in and the starter."""
         standin = importlib.import_module(f"{__package__}.standins.{name}")
-        for attr in standin.CONTRACT_NAMES:
-            setattr(module, attr, getattr(standin, attr))
+        starter = os.path.join(self.starter_dir or "", f"{name}.py")
+        text = None
+        if self.starter_dir and os.path.exists(starter):
+            with open(starter, encoding="utf-8") as f:
+                text = f.read()
+        self._standins[name] = (standin, starter, text)
+
+    def _earlier_module(self, name: str, path: str, text: str):
+        """Execute ``text`` as the module ``name``; None and the reason if it raises."""
+        module = types.ModuleType(name)
+        module.__file__ = path
         sys.modules[name] = module
-        return module
+        try:
+            exec(compile(text, path, "exec"), module.__dict__)
+        except SyntaxError as exc:
+            del sys.modules[name]
+            return None, f"SyntaxError at line {exc.lineno}: {exc.msg}"
+        except BaseException as exc:  # noqa: BLE001 - anything a module does at import time
+            del sys.modules[name]
+            return None, f"{type(exc).__name__}: {_safe_str(exc)[:300]}"
+        return module, ""
+
+    def _assemble_standins(self) -> None:
+        """Each earlier stage this one imports (after confinement: it runs student code).
+
+        It is the student's own module with only the contract names replaced by the
+        stand-in's, so their helpers, constants and extra classes stay theirs while a
+        mistake in the contract names is charged once, in its own stage. If their
+        module cannot be imported, the starter's takes its place (course-provided code
+        such as ``load_pretrained_bert`` is there) and the reason is kept for the
+        message of any other name the stage imports from it."""
+        for name, (standin, starter, starter_text) in self._standins.items():
+            own = os.path.join(self.student_dir, f"{name}.py")
+            module, why = None, f"there is no {name}.py in the submission"
+            if os.path.exists(own):
+                with open(own, encoding="utf-8", errors="replace") as f:
+                    module, why = self._earlier_module(name, own, f.read())
+            if module is None:
+                self._fallbacks[name] = why
+                module, _ = self._earlier_module(name, starter, starter_text or "")
+                if module is None:
+                    module = types.ModuleType(name)
+                module.__getattr__ = _only_contract(name, why, standin.CONTRACT_NAMES)
+            for attr in standin.CONTRACT_NAMES:
+                setattr(module, attr, getattr(standin, attr))
+            sys.modules[name] = module
 
     def prepare(self):
         """Course-provided parts, imported before the worker is confined (afterwards the
-        grader's folder no longer exists for it): the stand-ins of earlier stages (with
-        their starter modules), the stage's probes, and the stage's own stand-in where the
-        course has one (a probe's yardstick; the student bundle ships none)."""
+        grader's folder no longer exists for it): what the stand-ins of earlier stages are
+        made of, the stage's probes, and the stage's own stand-in where the course has one
+        (a probe's yardstick; the student bundle ships none)."""
         for name in self.standins:
             self._standin(name)
         self.probes = _optional_module(f"{__package__}.probes.{self.stage}")
@@ -93,11 +130,22 @@ class Worker:
         path = os.path.join(self.student_dir, f"{self.stage}.py")
         if not os.path.exists(path):
             return {"ok": False, "kind": "missing", "message": f"{self.stage}.py is not in the submission"}
+        self._assemble_standins()
         try:
             self.module = importlib.import_module(self.stage)
         except SyntaxError as exc:
             return {"ok": False, "kind": "load_error", "type": "SyntaxError",
                     "message": f"{self.stage}.py line {exc.lineno}: {exc.msg}"}
+        except ImportError as exc:
+            failure = self._failure("load_error", exc)
+            if exc.name in self._fallbacks:  # a name of theirs from an earlier stage that could not be imported
+                failure["message"] = (
+                    f"{self.stage}.py imports {_imported_name(exc)!r} from {exc.name}, but your {exc.name}.py could "
+                    f"not be used ({self._fallbacks[exc.name]}). While {self.stage} is graded, {exc.name} is the "
+                    f"course's stand-in, which has only the contract names "
+                    f"({', '.join(self._standins[exc.name][0].CONTRACT_NAMES)}). Fix {exc.name}.py, or define "
+                    f"what you need in {self.stage}.py.")
+            return failure
         except BaseException as exc:  # noqa: BLE001 - anything a module does at import time
             return self._failure("load_error", exc)
         names = sorted(n for n in vars(self.module) if not n.startswith("_"))
@@ -149,6 +197,22 @@ class Worker:
             "message": _safe_str(exc)[:2000], "where": where,
             "traceback": "".join(traceback.format_list(frames[-5:]))[-4000:],
         }
+
+
+def _only_contract(name: str, why: str, contract):
+    """``__getattr__`` of an earlier stage's stand-in when the student's own module could not be used."""
+    def __getattr__(attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise AttributeError(f"module {name!r} has no attribute {attr!r}: your {name}.py could not be used ({why}), "
+                             f"so it is the course's stand-in, with only {', '.join(contract)}")
+    return __getattr__
+
+
+def _imported_name(exc: ImportError) -> str:
+    """The name in ``cannot import name 'x' from 'module'``."""
+    text = _safe_str(exc)
+    return text.split("'")[1] if text.startswith("cannot import name '") else "a name"
 
 
 def _optional_module(name: str):

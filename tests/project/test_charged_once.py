@@ -1,8 +1,9 @@
 """A mistake in an earlier stage is charged once, in that stage, not again in later ones.
 
-While stage N is graded the earlier torch stages it imports are stand-ins built
-from torch's own modules (grader/sandbox/standins/), so a broken stage 5 or 7
-must leave the stages built on it untouched.
+While stage N is graded, each earlier torch stage it imports is the student's own
+module with its contract names replaced by stand-ins built from torch's own
+modules (grader/sandbox/standins/): a broken stage 5 or 7 leaves the stages built
+on it untouched, and the student's own helpers stay theirs.
 """
 import pytest
 from conftest import grade_cached, stage_of
@@ -51,3 +52,58 @@ def test_every_stage_that_imports_an_earlier_stage_stands_it_in():
         earlier = {name for name in imported if name in {s.id for s in stages.all_stages()}}
         assert earlier <= set(stage.standins), f"{stage.id} imports {earlier - set(stage.standins)} without a stand-in"
         assert stage.library == "torch" or not earlier
+
+
+HELPER = '''
+
+def sinusoid_table(n_positions, d_model):
+    """The student's own helper (not a contract name): the sinusoid table as a tensor."""
+    pos = torch.arange(n_positions, dtype=torch.float32).unsqueeze(1)
+    angle = pos / torch.pow(10000.0, torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    table = torch.zeros(n_positions, d_model)
+    table[:, 0::2], table[:, 1::2] = torch.sin(angle), torch.cos(angle)
+    return table
+'''
+CONTRACT_IMPORT = "from a05_encoder import Encoder, MultiHeadAttention, PositionwiseFeedForward, padding_mask\n"
+
+
+def _with_own_helper(tmp_path, stage5: str):
+    """The reference, with a stage 6 that imports a helper of the student's own from stage 5.
+
+    ``stage5``: ``correct`` (the reference plus the helper), ``wrong_contract`` (a
+    catalogued stage-5 mistake plus the helper) or ``does_not_import``."""
+    sub = mutants.build_submission(first_mutant("a05_encoder"), tmp_path / "sub")
+    reference_a05 = stages.get("a05_encoder").solution.read_text(encoding="utf-8")
+    a05 = sub / "a05_encoder.py"
+    if stage5 == "correct":
+        a05.write_text(reference_a05 + HELPER, encoding="utf-8")
+    elif stage5 == "wrong_contract":
+        a05.write_text(a05.read_text(encoding="utf-8") + HELPER, encoding="utf-8")
+    else:
+        a05.write_text("this is not python\n", encoding="utf-8")
+    a06 = sub / "a06_decoder.py"
+    text = a06.read_text(encoding="utf-8")
+    assert CONTRACT_IMPORT in text
+    a06.write_text(text.replace(CONTRACT_IMPORT, CONTRACT_IMPORT.replace("padding_mask", "padding_mask, sinusoid_table")
+                                + "\n_FIRST_ROWS = sinusoid_table(2, 4)  # the student's helper, used at import\n"),
+                   encoding="utf-8")
+    return sub
+
+
+@pytest.mark.parametrize("stage5", ["correct", "wrong_contract", "does_not_import"])
+def test_a_later_stage_keeps_the_students_own_helpers_of_an_earlier_one(stage5, tmp_path):
+    rep = grade_cached(_with_own_helper(tmp_path, stage5), stages=["a05_encoder", "a06_decoder"])
+    up, down = stage_of(rep, "a05_encoder"), stage_of(rep, "a06_decoder")
+    if stage5 == "correct":
+        assert up["score"] == up["max_score"], mutants.failed_feedback(up)[:600]
+    else:
+        assert up["score"] < up["max_score"]
+    if stage5 == "does_not_import":
+        # no helper to be had: the stage cannot import, and the message says which module, which name, why
+        assert down["score"] == 0
+        message = down["message"]
+        for words in ("sinusoid_table", "a05_encoder.py could not be used", "NameError", "stand-in",
+                      "padding_mask, MultiHeadAttention"):
+            assert words in message, message
+    else:
+        assert down["score"] == down["max_score"], mutants.failed_feedback(down)[:600]
