@@ -34,6 +34,8 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from grader.engine.atomic import write_bytes
+
 STATUS_COLOUR = {"graded": "#0969da", "outdated": "#9a6700", "pending": "#6e7781", "unreadable": "#cf222e",
                  "passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "timeout": "#9a6700",
                  "crashed": "#8250df", "missing": "#6e7781"}
@@ -220,7 +222,6 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
 
 def write_all(folder, rows: list, chosen=(), *, suite: str = "", run_id=None, reveal_after_due: bool = False) -> None:
     """``folder/<slug>.html`` per submission (pending ones are skipped) and ``folder/class.html``."""
-    from grader.engine.atomic import write_bytes
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for r in rows:
