@@ -19,11 +19,11 @@ import sys
 import time
 
 import pytest
-
 from conftest import grade_cached, stage_of
-from grader.lab import figures
+
 from grader.authoring import notebook_build, starter
 from grader.engine import notebooks, paths, run, stages
+from grader.lab import figures
 
 STAGES = notebook_build.buildable()
 WITH_SOLUTION = [s for s in STAGES if (paths.SOLUTIONS / f"{s}.py").exists()]
@@ -120,9 +120,9 @@ def _notebook_json(cells, minor=5):
 
 def test_convert_keeps_tagged_cells_and_explains_bad_notebooks(tmp_path):
     good = tmp_path / "a02_softmax.ipynb"
+    in_string = 'def f():\n    """100 %\n% not a magic inside a string"""\n    return 1'
     good.write_text(_notebook_json([("import numpy as np", ["course"]), ("x = 1  # scratch", []),
-                                    ("!pip install numpy", []),
-                                    ('def f():\n    """100 %\n% not a magic inside a string"""\n    return 1', ["solution"])]))
+                                    ("!pip install numpy", []), (in_string, ["solution"])]))
     assert notebooks.convert([good], tmp_path) == []
     assert (tmp_path / "a02_softmax.py").read_text() == \
         'import numpy as np\n\n\ndef f():\n    """100 %\n% not a magic inside a string"""\n    return 1\n'
