@@ -107,3 +107,24 @@ def test_a_later_stage_keeps_the_students_own_helpers_of_an_earlier_one(stage5, 
             assert words in message, message
     else:
         assert down["score"] == down["max_score"], mutants.failed_feedback(down)[:600]
+
+
+POOLING = """            weights = mask.unsqueeze(-1).to(hidden.dtype)  # (b, n, 1)
+            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # (b, H)
+"""
+
+
+def test_a_stage_9_that_reuses_its_own_stage_8_mean_pool_is_not_charged_for_its_mistake(tmp_path):
+    """A mean_pool that averages over padding loses points in stage 8 (the catalogue proves it),
+    and only there: stage 9 pools with the stand-in's mean_pool."""
+    (mutant,) = [m for m in mutants.load("a08_sentiment") if m.id == "mean_pool_over_padding"]
+    sub = mutants.build_submission(mutant, tmp_path / "sub")
+    a09 = sub / "a09_retrieval.py"
+    text = a09.read_text(encoding="utf-8")
+    assert POOLING in text
+    text = text.replace(POOLING, "            pooled = mean_pool(hidden, mask)  # (b, H): the student's stage-8 helper\n")
+    a09.write_text(text.replace("import torch.nn.functional as F\n",
+                                "import torch.nn.functional as F\nfrom a08_sentiment import mean_pool\n", 1),
+                   encoding="utf-8")
+    down = stage_of(grade_cached(sub, stages=["a09_retrieval"]), "a09_retrieval")
+    assert down["score"] == down["max_score"], mutants.failed_feedback(down)[:600]
