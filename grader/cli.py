@@ -116,8 +116,6 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--executor", choices=["local", "dask"], default="local")
     b.add_argument("--scheduler", help="Dask scheduler address for --executor dask")
     b.add_argument("--regrade", action="store_true", help="grade again even if already graded")
-    b.add_argument("--allow-readable-secrets", action="store_true",
-                   help="grade even where the workers could read the hidden tests and solutions (no namespaces)")
     b.add_argument("--reveal-after-due", action="store_true",
                    help="show after_due_date tests' feedback on the students' pages")
     b.set_defaults(func=cmd_batch)
