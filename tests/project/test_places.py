@@ -20,7 +20,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 from test_hostile import listener, submission_with  # noqa: F401  (listener is a fixture)
 
