@@ -1,7 +1,9 @@
 """Command line: ``python -m grader {check,grade,release,gradescope,batch}``.
 
 Exit codes: 0 grading ran (whatever the score); 2 usage error or unreadable
-submission; 1 a bug in the grader itself.
+submission; 1 the grader could not grade: the isolation asked for (or, on the
+hidden suites, any at all) is not available, one line on stderr and no report;
+or a bug in the grader itself.
 """
 from __future__ import annotations
 
@@ -24,14 +26,22 @@ def cmd_check(args) -> int:
     rep = run.grade(args.path, kind="public", stage_ids=stage_ids, isolation=args.isolation,
                     submission_id=os.path.basename(os.path.abspath(args.path)), pytest_here=True,
                     validate=False)
+    _say_isolation(rep)
     table.print_report(rep)
     return 0
+
+
+def _say_isolation(rep) -> None:
+    from grader.engine import isolation  # start-up
+    print(isolation.one_line(rep["isolation"]), file=sys.stderr)
 
 
 def cmd_grade(args) -> int:
     from grader.engine import gradescope, run, table  # start-up
     rep = run.grade(args.submission, kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
-                    submission_id=args.id, threads=args.threads)
+                    submission_id=args.id, threads=args.threads,
+                    allow_readable_secrets=args.allow_readable_secrets)
+    _say_isolation(rep)
     if args.format == "gradescope":
         payload = gradescope.results_json(rep)
     else:
@@ -83,6 +93,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--id", help="submission id in the report (default: the file or folder name)")
     g.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded"])
     g.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    g.add_argument("--allow-readable-secrets", action="store_true",
+                   help="grade even where the worker could read the hidden tests and solutions (no namespaces)")
     g.add_argument("--json", action="store_true", help="print the report as JSON")
     g.add_argument("--quiet", action="store_true", help="no table")
     g.set_defaults(func=cmd_grade)
@@ -111,6 +123,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    from grader.engine.isolation import IsolationUnavailable  # start-up: `--help` imports nothing
     from grader.engine.submission import UnreadableSubmission  # start-up: `--help` imports nothing
     try:
         args = parser().parse_args(argv)
@@ -118,6 +131,9 @@ def main(argv=None) -> int:
         return 2 if exc.code else 0
     try:
         return args.func(args)
+    except IsolationUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except UnreadableSubmission as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

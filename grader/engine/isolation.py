@@ -1,12 +1,24 @@
 """How a worker process is confined, and what the report says about it.
 
-``strict``  (root): namespaces, an unprivileged uid, secrets hidden, limits.
-``degraded`` (not root): a separate process with limits and a scrubbed
-             environment in a scratch folder; same user, network shared.
+The machine decides, not the user id: :func:`probe` (once per process) tries
+in throwaway children what :func:`grader.sandbox.jail.confine` would do, strongest
+first, and :meth:`Isolation.choose` takes the result.
+
+``strict``   every layer: namespaces, a new root, a separate uid, no network,
+             secrets hidden, all limits (root with CAP_SYS_ADMIN; or root in a
+             container through a user namespace).
+``partial``  namespaces through an unprivileged user namespace, but a layer
+             missing (a user without CAP_SETUID: the worker keeps its uid).
+``degraded`` no namespaces at all: a separate process with limits and a scrubbed
+             environment in a scratch folder; same user, network shared, the
+             grader's files readable. ``grade`` and ``batch`` refuse it unless
+             told that readable secrets are acceptable.
 """
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 
@@ -14,48 +26,149 @@ from . import paths
 
 DEFAULT_LIMITS = {"cpu_s": 600, "memory_mb": 6144, "processes": 512, "open_files": 256, "file_mb": 16}
 UID_BASE = 200_000  # one uid per trusted process: workers of parallel grades cannot see each other
+LAYERS = ("namespaces", "new_root", "separate_uid", "network", "secrets_hidden", "limits")
+
+
+class IsolationUnavailable(RuntimeError):
+    """The confinement asked for (or any, where secrets are at stake) cannot be had: a grader
+    error, one line, no report."""
+
+
+class ConfinementFailed(IsolationUnavailable):
+    """A worker could not confine itself along the chosen path."""
+
+
+_probed: dict = {}
+
+
+def probe() -> dict:
+    """What this machine allows (:func:`grader.sandbox.jail.probe` in a fresh ``python -I``,
+    never a fork of this process, which may hold threads); cached per process."""
+    if "result" not in _probed:
+        if sys.platform != "linux":
+            _probed["result"] = {"path": "none", "separate_uid": False, "why": {"root": f"not Linux ({sys.platform})"}}
+        else:
+            proc = subprocess.run([sys.executable, "-I", str(paths.SANDBOX / "jail.py"), "--probe",
+                                   str(UID_BASE + os.getpid())], capture_output=True, text=True, timeout=60)
+            try:
+                _probed["result"] = json.loads(proc.stdout)
+            except ValueError:
+                why = (proc.stderr.strip().splitlines() or [f"status {proc.returncode}"])[-1]
+                _probed["result"] = {"path": "none", "separate_uid": False, "why": {"probe": why}}
+    return _probed["result"]
+
+
+def _missing(found: dict) -> dict:
+    """layer -> why it is not applied, for a probe result."""
+    why = found["why"]
+    if found["path"] == "none":
+        no_ns = "no namespaces: " + "; ".join(f"{k}: {v}" for k, v in why.items())
+        out = {layer: no_ns for layer in ("namespaces", "new_root", "separate_uid", "network", "secrets_hidden")}
+        out["limits"] = "cpu, memory and file size only: processes and open files would count the grader's own"
+        return out
+    if not found["separate_uid"]:
+        return {"separate_uid": "the worker keeps the grader's uid (a uid of its own needs CAP_SETUID: "
+                                + "; ".join(f"{k}: {v}" for k, v in why.items()) + ")",
+                "limits": "no processes limit: with the grader's uid it would count the grader's processes"}
+    return {}
 
 
 @dataclass
 class Isolation:
-    mode: str
+    path: str  # how jail.confine confines: "root", "userns" or "none"
+    separate_uid: bool = False
+    why: dict = field(default_factory=dict)  # layer -> why it is not applied
     limits: dict = field(default_factory=lambda: dict(DEFAULT_LIMITS))
     extra_hidden: list = field(default_factory=list)
+
+    @property
+    def mode(self) -> str:
+        if not self.why:
+            return "strict"
+        return "degraded" if self.path == "none" else "partial"
 
     def for_stage(self, stage) -> Isolation:
         """A copy with the stage's memory and CPU-seconds limits (CPU: twice its wall-clock budget)."""
         limits = {**self.limits, "memory_mb": stage.memory_mb, "cpu_s": int(max(60, 2 * stage.time_limit_s))}
-        return Isolation(self.mode, limits, list(self.extra_hidden))
+        return Isolation(self.path, self.separate_uid, dict(self.why), limits, list(self.extra_hidden))
 
     @classmethod
-    def choose(cls, requested: str = "auto", extra_hidden=()) -> Isolation:
-        if requested == "auto":
-            requested = "strict" if os.geteuid() == 0 and sys.platform == "linux" else "degraded"
-        if requested not in ("strict", "degraded"):
+    def choose(cls, requested: str = "auto", extra_hidden=(), *, kind: str = "hidden",
+               allow_readable_secrets: bool = False) -> Isolation:
+        """``auto``: the strongest the machine allows; ``strict``: every layer or
+        IsolationUnavailable; ``degraded``: no namespaces, asked for (itself an opt-in to
+        readable secrets). ``auto`` falling to no namespaces with ``kind`` "hidden" refuses
+        unless ``allow_readable_secrets``."""
+        hidden = [str(p) for p in extra_hidden]
+        if requested == "degraded":
+            asked = "isolation 'degraded' was asked for"
+            why = {layer: asked for layer in LAYERS}
+            return cls("none", False, why, extra_hidden=hidden)
+        if requested not in ("auto", "strict"):
             raise ValueError(f"unknown isolation {requested!r}")
-        return cls(requested, extra_hidden=[str(p) for p in extra_hidden])
+        found = probe()
+        chosen = cls(found["path"], found["separate_uid"], _missing(found), extra_hidden=hidden)
+        if requested == "strict" and chosen.why:
+            raise IsolationUnavailable(
+                "--isolation strict: this machine cannot give every layer (" +
+                "; ".join(f"{k}: {v}" for k, v in chosen.why.items()) + "); use --isolation auto, or run as root")
+        if chosen.path == "none" and kind == "hidden" and not allow_readable_secrets:
+            raise IsolationUnavailable(
+                "refusing to grade: the worker could read the hidden tests and solutions here "
+                f"({chosen.why['namespaces']}); "
+                "run as root or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), "
+                "or pass --allow-readable-secrets")
+        if chosen.path == "none":
+            chosen.why["secrets_hidden"] = ("readable secrets accepted (--allow-readable-secrets); "
+                                            + chosen.why["secrets_hidden"]) if kind == "hidden" else \
+                "public tests only: no secrets at stake; " + chosen.why["secrets_hidden"]
+        return chosen
+
+    def to_json(self) -> str:
+        return json.dumps({"path": self.path, "separate_uid": self.separate_uid, "why": self.why})
+
+    @classmethod
+    def from_json(cls, text: str, extra_hidden=()) -> Isolation:
+        d = json.loads(text)
+        return cls(d["path"], d["separate_uid"], d["why"], extra_hidden=[str(p) for p in extra_hidden])
 
     @property
     def uid(self):
-        return UID_BASE + os.getpid() if self.mode == "strict" else None
+        return UID_BASE + os.getpid() if self.separate_uid else None
+
+    def applied_limits(self) -> dict:
+        """The limits a worker gets: without a uid of its own, no processes limit (it would count
+        the grader's); without namespaces, no open-files limit either (as before)."""
+        drop = set() if self.separate_uid else {"processes"}
+        if self.path == "none":
+            drop.add("open_files")
+        return {k: v for k, v in self.limits.items() if k not in drop}
 
     def describe(self) -> dict:
         """The report's ``isolation`` object."""
-        strict = self.mode == "strict"
+        mode, ok = self.mode, (lambda layer: layer not in self.why)
+        layers = {layer: {"applied": ok(layer), **({"why": self.why[layer]} if not ok(layer) else {})}
+                  for layer in LAYERS}
+        limits = self.applied_limits()
+        if mode == "strict":
+            via = "user, mount and network namespaces" if self.path == "userns" else "mount and network namespaces"
+            note = f"worker in fresh {via} as an unprivileged uid; tests, solutions and fixtures unmounted"
+        elif mode == "partial":
+            note = ("worker in fresh user, mount and network namespaces; tests, solutions and fixtures unmounted; "
+                    "missing: " + "; ".join(f"{k}: {v}" for k, v in self.why.items()))
+        else:
+            note = (f"no confinement ({self.why['namespaces']}): worker is a separate process with limits, "
+                    "but same user and network, and it can read the grader's files")
         return {
-            "mode": self.mode,
+            "mode": mode,
             "separate_process": True,
-            "separate_user": strict,
-            "network": "none" if strict else "shared",
-            "secrets_hidden": strict,
-            "limits": {"cpu_s": self.limits["cpu_s"], "memory_mb": self.limits["memory_mb"],
-                       "processes": self.limits["processes"], "open_files": self.limits["open_files"],
-                       "file_mb": self.limits["file_mb"]},
-            "note": {
-                "strict": "worker in fresh mount+network namespaces as an unprivileged uid; "
-                          "tests, solutions and fixtures unmounted",
-                "degraded": "not running as root: worker is a separate process with limits, but same user and network",
-            }[self.mode],
+            "separate_user": ok("separate_uid"),
+            "network": "none" if ok("network") else "shared",
+            "secrets_hidden": ok("secrets_hidden"),
+            "limits": {k: limits[k] for k in ("cpu_s", "memory_mb", "processes", "open_files", "file_mb")
+                       if k in limits},
+            "note": note,
+            "layers": layers,
         }
 
     def worker_env(self, home: str, threads: int) -> dict:
@@ -64,20 +177,24 @@ class Isolation:
 
     def plan(self, cwd: str, env: dict, stash: str, hidden: list) -> dict:
         """How :func:`grader.sandbox.jail.confine` confines a worker."""
-        if self.mode != "strict":  # limits only; as the grader's own user, processes and files would count its own
-            limits = {k: v for k, v in self.limits.items() if k not in ("processes", "open_files")}
-            return {"namespaces": False, "uid": None, "limits": limits, "cwd": cwd, "env": env}
+        plan = {"path": self.path, "uid": self.uid, "limits": self.applied_limits(), "cwd": cwd, "env": env}
+        if self.path == "none":
+            return plan
         return {
-            "namespaces": True,
-            "uid": self.uid,
-            "limits": self.limits,
+            **plan,
             "hide": [p for p in dict.fromkeys([*map(str, paths.SECRET_PATHS), *self.extra_hidden, *hidden])
                      if os.path.exists(p)],
             "expose": [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))],
             "stash": stash,
-            "cwd": cwd,
-            "env": env,
         }
+
+
+def one_line(described: dict) -> str:
+    """What a worker got, for one line on stderr."""
+    got = [k for k, v in described["layers"].items() if v["applied"]]
+    lacking = [k for k, v in described["layers"].items() if not v["applied"]]
+    return (f"isolation {described['mode']}: " + (", ".join(got) or "no layer")
+            + (f"; without {', '.join(lacking)}" if lacking else ""))
 
 
 def base_env(threads: int) -> dict:

@@ -20,12 +20,15 @@ from .worker_client import StageWorker, StudentModule
 
 FEEDBACK_CHARS = 1200
 _workers: dict = {}
+_fatal: list = []  # why the session stopped as a grader error (written to private/fatal.txt)
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("grader")
     group.addoption("--submission", default=str(paths.SOLUTIONS), help="folder holding the stage modules")
     group.addoption("--isolation", default="auto", choices=["auto", "strict", "degraded"])
+    group.addoption("--isolation-plan", default=None,
+                    help="the isolation run.grade chose (JSON of Isolation.to_json); else --isolation is chosen here")
     group.addoption("--grader-work", default=None, help="private folder for worker files and stage events")
     group.addoption("--threads", type=int, default=1, help="torch threads in each worker")
     group.addoption("--hide", action="append", default=[], help="another path the worker must not read")
@@ -51,6 +54,7 @@ def pytest_sessionstart(session):
     """Start the fork servers the suites given will need, so that torch's import
     runs while the numpy stages are graded."""
     config = session.config
+    _fatal.clear()
     ids = {Path(arg).stem.removeprefix("test_") for arg in config.args}
     forkservers.start({s.library for s in stages.all_stages() if s.id in ids}, config.getoption("--threads"))
 
@@ -72,8 +76,12 @@ def _work_dir(config) -> str:
 def student(request):
     config = request.config
     stage = stages.get(stage_of(request.module))
-    isolation = iso.Isolation.choose(config.getoption("--isolation"),
-                                     extra_hidden=config.getoption("--hide")).for_stage(stage)
+    chosen = config.getoption("--isolation-plan")
+    if chosen:
+        isolation = iso.Isolation.from_json(chosen, extra_hidden=config.getoption("--hide"))
+    else:
+        isolation = iso.Isolation.choose(config.getoption("--isolation"), extra_hidden=config.getoption("--hide"))
+    isolation = isolation.for_stage(stage)
     submission = os.path.abspath(config.getoption("--submission"))
     work = os.path.join(_work_dir(config), stage.id)
     os.makedirs(work)
@@ -108,6 +116,9 @@ def classify(excinfo) -> tuple[str, str]:
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    if call.excinfo is not None and isinstance(call.excinfo.value, iso.IsolationUnavailable):
+        _fatal.append(str(call.excinfo.value))  # a grader error: stop; run.grade raises it, no report
+        item.session.shouldstop = "confinement failed"
     if call.when == "call" or (call.when == "setup" and report.failed):
         status, feedback = classify(call.excinfo)
         item._grader_result = {"status": status, "feedback": feedback[:FEEDBACK_CHARS]}
@@ -136,3 +147,6 @@ def pytest_sessionfinish(session):
         }
     with open(os.path.join(work, "private", "stages.json"), "w") as f:
         json.dump(summary, f)
+    if _fatal:
+        with open(os.path.join(work, "private", "fatal.txt"), "w") as f:
+            f.write(_fatal[0])

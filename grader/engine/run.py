@@ -17,7 +17,8 @@ PYTEST_SLACK_S = 120
 
 def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
           submission_id: str | None = None, threads: int = 1, hide=(), fast_only: bool = False,
-          reverse_order: bool = False, pytest_here: bool = False, validate: bool = True) -> dict:
+          reverse_order: bool = False, pytest_here: bool = False, validate: bool = True,
+          allow_readable_secrets: bool = False) -> dict:
     """Grade the submission at ``path`` and return the schema-v1 report.
 
     ``fast_only`` leaves out tests marked ``slow`` (end-to-end training); the
@@ -27,11 +28,14 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
     for a process that grades one submission and exits (``check``, a batch's
     per-submission process); the student's code still runs in confined workers.
     ``validate=False`` skips the schema check of the report (``check`` only prints it).
-    Raises ``submission.UnreadableSubmission`` when nothing can be graded.
+    Raises ``submission.UnreadableSubmission`` when nothing can be graded, and
+    ``isolation.IsolationUnavailable`` when the workers cannot be confined as chosen
+    (``isolation`` "strict" without every layer; no namespaces at all on the hidden
+    suites unless ``allow_readable_secrets``; a worker that failed to confine itself).
     """
     start = time.monotonic()
     chosen = stages.resolve(stage_ids)
-    iso_choice = iso.Isolation.choose(isolation)
+    iso_choice = iso.Isolation.choose(isolation, kind=kind, allow_readable_secrets=allow_readable_secrets)
     work = tempfile.mkdtemp(prefix="grader-")
     os.chmod(work, 0o711)
     private = os.path.join(work, "private")
@@ -98,7 +102,7 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
             "-q", "--no-header", "-rN", "--tb=no",
             f"--rootdir={paths.ROOT}", "-c", str(paths.ROOT / "tests" / "grading.ini"),
             "--json-report", f"--json-report-file={json_path}", "--json-report-omit", "log", "keywords",
-            f"--submission={folder}", f"--isolation={isolation.mode}", f"--grader-work={work}",
+            f"--submission={folder}", f"--isolation-plan={isolation.to_json()}", f"--grader-work={work}",
             f"--threads={threads}", *[f"--hide={h}" for h in hide], *(["-m", "not slow"] if fast_only else []),
             *(["--reverse-order"] if reverse_order else []),
             *[str(s.suite(kind)) for s in runnable]]
@@ -111,6 +115,10 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
         env["PYTHONPATH"] = str(paths.ROOT)
         proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=paths.ROOT, env=env,
                               capture_output=True, text=True, timeout=budget)
+    fatal = os.path.join(private, "fatal.txt")
+    if os.path.exists(fatal):
+        with open(fatal) as f:
+            raise iso.ConfinementFailed(f.read().strip())
     if not os.path.exists(json_path):
         raise RuntimeError(f"the grading session failed to run:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     with open(json_path) as f:

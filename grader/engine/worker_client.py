@@ -196,8 +196,10 @@ class StageWorker:
             why = {"SIGKILL": " (memory or CPU limit?)", "SIGXCPU": " (CPU time limit)",
                    "SIGSEGV": " (a crash in native code)", "SIGXFSZ": " (wrote too large a file)"}.get(sig, "")
             what = f"was killed by {sig}{why}"
-        elif code == 97:
-            what = f"could not be set up and confined: {err.decode(errors='replace').strip()}"
+        elif code == 97:  # never a student's fault: the grader cannot keep its promise, so it stops
+            why = " ".join(err.decode(errors="replace").split())[:500]
+            raise iso.ConfinementFailed(f"a worker of {self.stage.id} could not be set up and confined "
+                                        f"({self.isolation.mode} isolation): {why}")
         elif code is not None:
             what = f"exited with status {code} (did the code call sys.exit or os._exit?)"
         else:

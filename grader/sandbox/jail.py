@@ -1,10 +1,17 @@
 """Confines a worker before any student code exists in it.
 
 :func:`confine` runs in the worker itself, a fresh single-threaded fork of the
-fork server (:mod:`forkserver`), as root in strict isolation:
+fork server (:mod:`forkserver`), along the path the trusted side chose from
+:func:`probe` (``plan["path"]``):
 
-1. new mount and network namespaces (the network namespace has no interface
-   up, so every connection fails at once);
+``root`` (root with CAP_SYS_ADMIN): new mount and network namespaces directly;
+``userns`` (root without CAP_SYS_ADMIN, e.g. a container, or any user where
+unprivileged user namespaces are allowed): new user, mount and network
+namespaces (:func:`enter_userns`); ``none``: limits and working directory only.
+
+With namespaces:
+
+1. the network namespace has no interface up, so every connection fails at once;
 2. a new, empty root file system (a tmpfs) into which only what the worker
    needs is bind-mounted read-only: the system directories (/usr, /lib, /etc,
    /dev, /proc, ...), the Python installation and its virtual environment, the
@@ -17,21 +24,24 @@ fork server (:mod:`forkserver`), as root in strict isolation:
 3. ``chroot`` into it;
 4. resource limits (CPU seconds, address space, processes, open files, file
    size, no core dumps);
-5. groups, gid and uid dropped to ``plan["uid"]``; no way back;
+5. groups, gid and uid dropped to ``plan["uid"]`` (through a user namespace:
+   to the grader's own uid when ``plan["uid"]`` is None) and, in a user
+   namespace, every capability dropped; no way back;
 6. the scratch directory as the working directory.
 
-Without root (degraded isolation) only the limits (4) and the working directory
-(6) apply. Any failure raises OSError: the worker then exits with status 97 and
-the trusted side reports it as crashed instead of running it unconfined.
+Any failure raises OSError: the worker then exits with status 97 and the
+trusted side stops grading with a grader error instead of running it unconfined.
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import resource
+import sys
 
-CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 8192, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_STRICTATIME = 1024, 2048, 1 << 24
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -72,7 +82,21 @@ def expose(new_root: str, path: str, writable: bool = False) -> None:
     os.makedirs(target, exist_ok=True)
     mount(path, target, None, MS_BIND | MS_REC)
     if not writable:
-        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | kept_flags(path))
+
+
+def kept_flags(path: str) -> int:
+    """The flags of the mount holding ``path`` that a read-only remount must repeat: inside a user
+    namespace the outer mount's nodev/noexec/atime flags are locked, and leaving one out is EPERM."""
+    f = os.statvfs(path).f_flag
+    flags = f & (MS_NOSUID | MS_NODEV | MS_NOEXEC)  # ST_NOSUID, ST_NODEV, ST_NOEXEC have the same values
+    if f & os.ST_NOATIME:
+        flags |= MS_NOATIME
+    if f & os.ST_NODIRATIME:
+        flags |= MS_NODIRATIME
+    if not f & (os.ST_RELATIME | os.ST_NOATIME):
+        flags |= MS_STRICTATIME
+    return flags
 
 
 def build_root(plan: dict) -> str:
@@ -108,17 +132,185 @@ def limit(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def _unshare(flags: int) -> None:
+    # GRADER_TEST_DENY_UNSHARE=1 is for the project's tests only (tests/project/test_places.py): it
+    # makes every unshare fail as on a machine without namespaces. Workers never see it (their
+    # environment is the plan's); only the probe, run in the grader's own environment, reads it.
+    if os.environ.get("GRADER_TEST_DENY_UNSHARE") == "1":
+        raise OSError(1, "unshare: Operation not permitted (GRADER_TEST_DENY_UNSHARE, a test)")
+    _check(libc.unshare(flags), "unshare")
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def enter_userns(uid) -> None:
+    """New user, mount and network namespaces without CAP_SYS_ADMIN outside.
+
+    With ``uid`` (the grader has CAP_SETUID/CAP_SETGID, e.g. root in a container), a helper forked
+    before the unshare, still outside, maps inside 0 to our own uid (for building the root) and
+    ``uid`` to itself, so the worker can then become a uid of its own. Without, we map only our
+    own uid (all an unprivileged process may map) and the worker stays the grader's user.
+    """
+    outer_uid, outer_gid = os.geteuid(), os.getegid()
+    if uid is None:
+        _unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET)
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{outer_uid} {outer_uid} 1\n")
+        _write("/proc/self/gid_map", f"{outer_gid} {outer_gid} 1\n")
+        return
+    go_r, go_w = os.pipe()
+    why_r, why_w = os.pipe()
+    helper = os.fork()
+    if helper == 0:
+        os.close(go_w)
+        os.close(why_r)
+        code = 1
+        try:
+            if os.read(go_r, 1) == b"1":
+                worker = os.getppid()
+                _write(f"/proc/{worker}/uid_map", f"0 {outer_uid} 1\n{uid} {uid} 1\n")
+                _write(f"/proc/{worker}/gid_map", f"0 {outer_gid} 1\n{uid} {uid} 1\n")
+                code = 0
+        except OSError as exc:
+            os.write(why_w, f"mapping a separate uid: {exc.strerror or exc}".encode())
+        os._exit(code)
+    os.close(go_r)
+    os.close(why_w)
+    try:
+        _unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET)
+        os.write(go_w, b"1")
+    finally:
+        os.close(go_w)
+        _, status = os.waitpid(helper, 0)
+        why = os.read(why_r, 500).decode(errors="replace")
+        os.close(why_r)
+    if status != 0:
+        raise OSError(why or "the uid-map helper failed")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 28, 38
+SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 1, 2
+
+
+def drop_capabilities() -> None:
+    """No capability left (in a user namespace a uid change alone may keep them), none
+    regained by executing anything (not as uid 0, not through set-uid files)."""
+    hdr, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
+    _check(libc.capset(ctypes.byref(hdr), data), "capset")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl no_new_privs")
+    with open("/proc/self/status") as f:
+        caps = {k: int(v, 16) for k, v in (line.split(":") for line in f if line.startswith("Cap"))}
+    if caps.get("CapEff") or caps.get("CapPrm") or caps.get("CapAmb"):
+        raise OSError(f"capabilities left: {caps}")
+
+
+def become(uid, gid) -> None:
+    try:
+        os.setgroups([])
+    except PermissionError:  # a user namespace with setgroups denied keeps the grader's groups
+        pass
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise OSError("could not drop privileges")
+
+
 def confine(plan: dict) -> None:
-    if plan["namespaces"]:
-        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
+    """``plan["path"]``: "root" (unshare directly, then setuid), "userns" (through a user
+    namespace; ``plan["uid"]`` None: stay the grader's uid) or "none" (limits only)."""
+    path, uid = plan["path"], plan.get("uid")
+    if path == "userns":
+        outer_uid, outer_gid = os.geteuid(), os.getegid()
+        if uid is None:
+            uid, gid = outer_uid, outer_gid
+        else:
+            gid = uid
+        enter_userns(plan.get("uid"))
+        _check(libc.prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0, 0), "prctl securebits")
         mount(None, "/", None, MS_REC | MS_PRIVATE)
         os.chroot(build_root(plan))
-    limit(plan["limits"])
-    uid = plan.get("uid")
-    if uid is not None:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-        if os.getuid() != uid or os.geteuid() != uid:
-            raise OSError("could not drop privileges")
+        limit(plan["limits"])
+        become(uid, gid)
+        drop_capabilities()
+    elif path == "root":
+        _unshare(CLONE_NEWNS | CLONE_NEWNET)
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        os.chroot(build_root(plan))
+        limit(plan["limits"])
+        if uid is not None:
+            become(uid, uid)
+    elif path == "none":
+        limit(plan["limits"])
+    else:
+        raise OSError(f"unknown confinement {path!r}")
     os.chdir(plan["cwd"])
+
+
+def _attempt(plan: dict):
+    """Confine a throwaway child with ``plan``: None if it worked, else why not."""
+    why_r, why_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(why_r)
+        try:
+            confine(plan)
+            os._exit(0)
+        except BaseException as exc:  # noqa: BLE001 - report any failure, never return
+            os.write(why_w, (getattr(exc, "strerror", None) and str(exc) or str(exc) or type(exc).__name__).encode())
+            os._exit(1)
+    os.close(why_w)
+    why = os.read(why_r, 500).decode(errors="replace")
+    os.close(why_r)
+    _, status = os.waitpid(pid, 0)
+    return None if status == 0 else (why or f"status {status}")
+
+
+def probe(uid: int) -> dict:
+    """What this machine allows, tried for real in throwaway children, strongest first:
+    ``{"path": "root"|"userns"|"none", "separate_uid": bool, "why": {"root": ..., "userns_uid": ..., "userns": ...}}``
+    (``why``: why each stronger attempt failed)."""
+    import shutil  # start-up: only the probe needs it, never a worker
+    import tempfile  # start-up: same
+    tmp = tempfile.mkdtemp(prefix="grader-probe-")
+    os.chmod(tmp, 0o711)
+    whys = {}
+    try:
+        for n, (path, name, with_uid) in enumerate((("root", "root", True), ("userns", "userns_uid", True),
+                                                   ("userns", "userns", False))):
+            cwd = os.path.join(tmp, f"cwd{n}")
+            os.makedirs(cwd)
+            plan = {"path": path, "uid": uid if with_uid else None, "hide": [], "env": {}, "cwd": cwd,
+                    "stash": os.path.join(tmp, f"stash{n}"),
+                    "expose": [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))],
+                    "limits": {"cpu_s": 60, "memory_mb": 8192, "file_mb": 16}}
+            try:
+                if with_uid:
+                    os.chown(cwd, uid, uid)
+                whys[name] = _attempt(plan)
+            except OSError as exc:
+                whys[name] = f"{exc.strerror or exc}"
+            if whys[name] is None:
+                del whys[name]
+                return {"path": path, "separate_uid": with_uid, "why": whys}
+        return {"path": "none", "separate_uid": False, "why": whys}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":  # python -I jail.py --probe UID: the trusted side's probe (grader.engine.isolation)
+    import json
+    print(json.dumps(probe(int(sys.argv[2]))))

@@ -48,7 +48,9 @@ def test_without_root_privileges_grading_degrades_and_says_so(tmp_path, monkeypa
     rep, seen = probe(tmp_path, "degraded", monkeypatch)
     iso = rep["isolation"]
     assert iso["mode"] == "degraded" and iso["separate_process"] and not iso["separate_user"]
-    assert iso["network"] == "shared" and "not running as root" in iso["note"]
+    # the note says why, truthfully (this test may run as root: degraded is asked for, not forced)
+    assert iso["network"] == "shared" and "no confinement" in iso["note"] and "asked for" in iso["note"]
+    assert not any(layer["applied"] for layer in iso["layers"].values())
     assert set(seen["env"]) <= ALLOWED_ENV and "GRADER_TEST_SECRET" not in seen["env"]
     assert seen["cwd_files"] == ["a02_softmax.py"]
     assert seen["trusted_modules"] == []
