@@ -91,11 +91,22 @@ def failed_feedback(stage_report: dict) -> str:
     return " | ".join(f"{t['name']}: {t['feedback']}" for t in stage_report["tests"] if t["status"] != "passed")
 
 
+def verdict(mutant: Mutant, stage_report: dict) -> str:
+    """CAUGHT (the stage loses points and the feedback names the mistake), NOT NAMED or MISSED."""
+    lost = stage_report["max_score"] - stage_report["score"]
+    text = failed_feedback(stage_report).lower()
+    mentioned = any(w.lower() in text for w in mutant.feedback_mentions)
+    return "CAUGHT" if lost > 0 and mentioned else ("NOT NAMED" if lost > 0 else "MISSED")
+
+
 def main(argv=None) -> int:
+    """Grade each mutant (and each alternative) and print one line each, then the totals;
+    exit 1 when a mutant is missed or not named, or an alternative loses points."""
     argv = sys.argv[1:] if argv is None else argv
     extended = "--extended" in argv
     words = [a for a in argv if not a.startswith("--")]
     stage, only = (words[0], set(words[1:])) if words else (None, set())
+    verdicts, fair = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for m in load(stage, extended):
             if only and m.id not in only:
@@ -103,21 +114,24 @@ def main(argv=None) -> int:
             sub = build_submission(m, Path(tmp) / m.stage / m.id)
             rep = run.grade(str(sub), stage_ids=[m.stage], fast_only=not m.needs_slow)
             s = rep["stages"][0]
-            lost = s["max_score"] - s["score"]
-            text = failed_feedback(s).lower()
-            mentioned = any(w.lower() in text for w in m.feedback_mentions)
-            verdict = "CAUGHT" if lost > 0 and mentioned else ("NOT NAMED" if lost > 0 else "MISSED")
-            print(f"{verdict:9} {m.key}: {m.description} — {s['score']:.2f}/{s['max_score']:.0f}")
-            if lost > 0:
+            verdicts.append(verdict(m, s))
+            print(f"{verdicts[-1]:9} {m.key}: {m.description} — {s['score']:.2f}/{s['max_score']:.0f}", flush=True)
+            if s["score"] < s["max_score"]:
                 print(f"          {failed_feedback(s)[:600]}")
         for st, path in ([] if only else alternatives(stage)):
             rep = run.grade(str(build_alternative(st, path, Path(tmp) / "alt" / st / path.stem)), stage_ids=[st])
             s = rep["stages"][0]
-            verdict = "FULL" if s["score"] == s["max_score"] else "UNFAIR"
-            print(f"{verdict:9} alternative {st}/{path.name} — {s['score']:.2f}/{s['max_score']:.0f}")
-            if verdict == "UNFAIR":
+            fair.append(s["score"] == s["max_score"])
+            print(f"{'FULL' if fair[-1] else 'UNFAIR':9} alternative {st}/{path.name} — "
+                  f"{s['score']:.2f}/{s['max_score']:.0f}", flush=True)
+            if not fair[-1]:
                 print(f"          {failed_feedback(s)[:600]}")
-    return 0
+    caught = sum(v != "MISSED" for v in verdicts)
+    named = verdicts.count("CAUGHT")
+    print(f"mutants caught: {caught}/{len(verdicts)}")
+    print(f"alternatives full marks: {sum(fair)}/{len(fair)}")
+    print(f"named in feedback: {named}/{len(verdicts)}")
+    return 0 if named == len(verdicts) and all(fair) else 1
 
 
 if __name__ == "__main__":
