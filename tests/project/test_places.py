@@ -97,3 +97,31 @@ def test_no_namespaces_refuses_unless_readable_secrets_are_allowed(tmp_path, lis
 def test_check_needs_no_secrets_and_runs_everywhere():
     code, _, err = grade_in("no_namespaces", ROOT / "solutions", command="check")
     assert code == 0 and any(line.startswith("isolation degraded") for line in err), err
+
+
+def _batch(subs, out, *extra):
+    env = {k: v for k, v in os.environ.items() if k != "GRADER_TEST_DENY_UNSHARE"}
+    return subprocess.run([sys.executable, "-m", "grader", "batch", str(subs), "--out", str(out), "--workers", "1",
+                           "--stages", "a02_softmax", *extra], cwd=ROOT, env=env | {"GRADER_TEST_DENY_UNSHARE": "1"},
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_batch_without_namespaces_grades_only_when_readable_secrets_are_allowed(tmp_path):
+    subs = tmp_path / "class"
+    for name, folder in (("ref", ROOT / "solutions"), ("starter", ROOT / "starter")):
+        (subs / name).mkdir(parents=True)
+        shutil.copy(folder / "a02_softmax.py", subs / name)
+    out = tmp_path / "out"
+    proc = _batch(subs, out)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(err) == 1 and err[0].startswith("error: refusing to grade"), proc.stderr
+    assert "--allow-readable-secrets" in err[0] and not out.exists()
+
+    proc = _batch(subs, out, "--allow-readable-secrets")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    reports = {name: json.loads((out / "reports" / f"{name}.json").read_text()) for name in ("ref", "starter")}
+    assert reports["ref"]["score"] == reports["ref"]["max_score"] > 0 and reports["starter"]["score"] == 0
+    for rep in reports.values():
+        iso = rep["isolation"]
+        assert iso["mode"] == "degraded" and not iso["secrets_hidden"] and iso["network"] == "shared"
+        assert "readable secrets accepted (--allow-readable-secrets)" in iso["layers"]["secrets_hidden"]["why"]
