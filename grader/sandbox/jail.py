@@ -233,6 +233,11 @@ def confine(plan: dict) -> None:
     """``plan["path"]``: "root" (unshare directly, then setuid), "userns" (through a user
     namespace; ``plan["uid"]`` None: stay the grader's uid) or "none" (limits only)."""
     path, uid = plan["path"], plan.get("uid")
+    if plan.get("test_confine_fails"):
+        # For the project's tests only (tests/project/test_places.py): a worker that cannot confine
+        # itself although the probe could. The trusted side puts it in the plan when its own
+        # environment has GRADER_TEST_WORKER_CONFINE_FAILS=1; the probe's plans never carry it.
+        raise OSError(1, "unshare: Operation not permitted (test_confine_fails in the plan, a test)")
     if path == "userns":
         outer_uid, outer_gid = os.geteuid(), os.getegid()
         if uid is None:

@@ -99,6 +99,23 @@ def test_check_needs_no_secrets_and_runs_everywhere():
     assert code == 0 and any(line.startswith("isolation degraded") for line in err), err
 
 
+@pytest.mark.parametrize("place", ["root", "docker"])
+def test_a_worker_that_fails_to_confine_after_the_probe_could_is_a_grader_error(place, tmp_path):
+    """GRADER_TEST_WORKER_CONFINE_FAILS=1 (test-only) puts a switch in the workers' plans that makes
+    jail.confine fail in the worker alone; the probe, which never sees it, says every layer is there."""
+    out = tmp_path / "report.json"
+    prefix, _ = PLACES[place]
+    env = {k: v for k, v in os.environ.items() if k != "GRADER_TEST_DENY_UNSHARE"}
+    proc = subprocess.run([*prefix, sys.executable, "-m", "grader", "grade", str(ROOT / "solutions"),
+                           "--stages", "a01_similarity,a02_softmax", "--out", str(out)], cwd=ROOT,
+                          env=env | {"GRADER_TEST_WORKER_CONFINE_FAILS": "1"}, capture_output=True, text=True,
+                          timeout=300)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(err) == 1, proc.stderr
+    assert err[0].startswith("error: a worker of a01_similarity could not be set up and confined (strict isolation)")
+    assert "test_confine_fails" in err[0] and not out.exists() and proc.stdout == ""
+
+
 def _batch(subs, out, *extra):
     env = {k: v for k, v in os.environ.items() if k != "GRADER_TEST_DENY_UNSHARE"}
     return subprocess.run([sys.executable, "-m", "grader", "batch", str(subs), "--out", str(out), "--workers", "1",
