@@ -345,7 +345,8 @@ class DaskExecutor:
         by_key = {}
         for job in jobs:
             fut = self.client.submit(grade_path, job.path, job.id, self.stage_ids, self.hide, self.suite_hash,
-                                     allow_readable_secrets=self.allow_readable_secrets, key=f"grade-{job.slug}-{job.sha256[:12]}-{os.getpid()}-{time.time_ns()}",
+                                     allow_readable_secrets=self.allow_readable_secrets,
+                                     key=f"grade-{job.slug}-{job.sha256[:12]}-{os.getpid()}-{time.time_ns()}",
                                      pure=False)
             by_key[fut.key] = job
             self._futures.append(fut)
