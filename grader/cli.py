@@ -118,6 +118,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--regrade", action="store_true", help="grade again even if already graded")
     b.add_argument("--reveal-after-due", action="store_true",
                    help="show after_due_date tests' feedback on the students' pages")
+    b.add_argument("--allow-readable-secrets", action="store_true",
+                   help="grade even where the workers could read the hidden tests and solutions (no namespaces)")
     b.set_defaults(func=cmd_batch)
     return p
 

@@ -279,22 +279,26 @@ def _contains(parent: Path, child: str) -> bool:
 def main(args) -> int:
     """Entry point of ``python -m grader batch`` (``args`` from grader.cli)."""
     stage_list = [s for s in (args.stages or "").split(",") if s] or None
-    # Refuse at once, not once per submission, where workers cannot be confined: no namespaces
-    # would let every submission read the hidden tests (batch has no opt-in to that yet).
-    isolation.Isolation.choose("auto")
+    allow = getattr(args, "allow_readable_secrets", False)
+    # Refuse at once, not once per submission, where workers cannot be confined: without namespaces
+    # every submission could read the hidden tests, unless the instructor accepts that (each report says so).
+    isolation.Isolation.choose("auto", allow_readable_secrets=allow)
     return run_batch(args.submissions_dir, out=args.out, workers=args.workers, gradebook_url=args.gradebook,
                      stage_ids=stage_list, executor=args.executor, scheduler=args.scheduler,
-                     regrade=args.regrade, reveal_after_due=getattr(args, "reveal_after_due", False))
+                     regrade=args.regrade, reveal_after_due=getattr(args, "reveal_after_due", False),
+                     allow_readable_secrets=allow)
 
 
 def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=None, stage_ids=None,
               executor="local", scheduler=None, regrade=False, console=None, target=None,
-              timeout_s=None, reveal_after_due=False) -> int:
+              timeout_s=None, reveal_after_due=False, allow_readable_secrets=False) -> int:
     """Grade the class in ``submissions_dir``; return the exit code (0 ran, 2 usage error, 130 interrupted).
 
     ``target`` ("module:function") replaces the grading function of the local executor and
     ``timeout_s`` its per-submission wall-clock budget (tests use both); ``console`` is a rich Console;
     ``reveal_after_due`` publishes the feedback of ``after_due_date`` tests on the students' pages.
+    ``allow_readable_secrets`` lets the workers grade where they cannot be confined (no namespaces: they
+    could read the hidden tests); each report's ``isolation`` then says the secrets were readable.
     """
     from rich.console import Console
 
@@ -322,7 +326,7 @@ def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=No
     try:
         return _run_locked(subs, out_dir, chosen, workers=workers, gradebook_url=gradebook_url, executor=executor,
                            scheduler=scheduler, regrade=regrade, console=console, target=target, timeout_s=timeout_s,
-                           reveal_after_due=reveal_after_due)
+                           reveal_after_due=reveal_after_due, allow_readable_secrets=allow_readable_secrets)
     except KeyboardInterrupt:
         print("interrupted before grading started; nothing was recorded", file=sys.stderr)
         return INTERRUPTED
@@ -367,7 +371,7 @@ class _Deferred:
 
 
 def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, executor, scheduler, regrade,
-                console, target, timeout_s, reveal_after_due=False) -> int:
+                console, target, timeout_s, reveal_after_due=False, allow_readable_secrets=False) -> int:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -401,9 +405,11 @@ def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, ex
     budget = timeout_s or (sum(s.time_limit_s for s in chosen) + run.PYTEST_SLACK_S + 90)
     try:
         if executor == "dask":
-            ex = DaskExecutor(scheduler, [s.id for s in chosen], hide, suite)
+            ex = DaskExecutor(scheduler, [s.id for s in chosen], hide, suite,
+                              allow_readable_secrets=allow_readable_secrets)
         else:
-            ex = LocalExecutor(workers, [s.id for s in chosen], hide, suite, budget, target=target or DEFAULT_TARGET)
+            ex = LocalExecutor(workers, [s.id for s in chosen], hide, suite, budget, target=target or DEFAULT_TARGET,
+                               allow_readable_secrets=allow_readable_secrets)
     except (OSError, TimeoutError, ValueError) as exc:
         print(f"error: cannot start the {executor} executor: {exc}", file=sys.stderr)
         book.close()

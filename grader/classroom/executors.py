@@ -72,7 +72,8 @@ class Outcome:
 # ---------------------------------------------------------------- grading one submission
 
 def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_hash: str | None = None,
-               isolation: str = "auto", threads: int = 1, pytest_here: bool = False) -> dict:
+               isolation: str = "auto", threads: int = 1, pytest_here: bool = False,
+               allow_readable_secrets: bool = False) -> dict:
     """Grade the submission at ``path`` on the hidden suites; return its schema-v1 report.
 
     The Dask executor submits exactly this function (a long-lived Dask worker keeps
@@ -81,6 +82,7 @@ def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_has
     student's worker must not read (the class's folder, the outputs).
     ``suite_hash``, when given, must equal this side's hash of the test suite
     (a cluster worker with another checkout of the course refuses to grade).
+    ``allow_readable_secrets``: grade even where the worker cannot be confined (``run.grade``).
     """
     chosen = stages.resolve(stage_ids)
     if suite_hash is not None:
@@ -96,7 +98,7 @@ def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), suite_has
             target = submission.notebook_alone(path, tmp)
         rep = run.grade(target, kind="hidden", stage_ids=[s.id for s in chosen], isolation=isolation,
                         submission_id=submission_id, threads=threads, hide=tuple(str(h) for h in hide),
-                        pytest_here=pytest_here)
+                        pytest_here=pytest_here, allow_readable_secrets=allow_readable_secrets)
         rep["submission"]["path"] = str(path)
         return rep
     finally:
@@ -153,6 +155,8 @@ def child_main(spec_json: str) -> int:
         fn = _import_target(target)
         # this process grades one submission and exits: its pytest session can run right here
         extra = {"pytest_here": True} if target == DEFAULT_TARGET else {}
+        if spec.get("allow_readable_secrets"):
+            extra["allow_readable_secrets"] = True
         rep = fn(spec["path"], spec["submission_id"], spec["stage_ids"], spec["hide"], None, **extra)
         result = {"status": "graded", "report": rep}
     except Exception as exc:  # noqa: BLE001 - whatever happened is this submission's row
@@ -191,13 +195,14 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, workers: int, stage_ids, hide, suite_hash: str, timeout_s: float,
-                 target: str = DEFAULT_TARGET):
+                 target: str = DEFAULT_TARGET, allow_readable_secrets: bool = False):
         self.workers = max(1, int(workers))
         self.stage_ids = list(stage_ids)
         self.hide = [str(h) for h in hide]
         self.suite_hash = suite_hash
         self.timeout_s = timeout_s
         self.target = target
+        self.allow_readable_secrets = allow_readable_secrets
         self._live: dict[int, subprocess.Popen] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -221,7 +226,8 @@ class LocalExecutor:
         child_tmp = tempfile.mkdtemp(prefix="tmp-", dir=self._tmp)
         os.chmod(child_tmp, 0o711)
         spec = {"target": self.target, "path": job.path, "submission_id": job.id, "stage_ids": self.stage_ids,
-                "hide": self.hide, "suite_hash": self.suite_hash, "result": result_path, "parent": os.getpid()}
+                "hide": self.hide, "suite_hash": self.suite_hash, "result": result_path, "parent": os.getpid(),
+                "allow_readable_secrets": self.allow_readable_secrets}
         env = dict(os.environ)
         env["TMPDIR"] = child_tmp
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.ROOT), env.get("PYTHONPATH", "")]))
@@ -312,7 +318,8 @@ class DaskExecutor:
 
     name = "dask"
 
-    def __init__(self, scheduler: str, stage_ids, hide, suite_hash: str, timeout_s: float | None = None):
+    def __init__(self, scheduler: str, stage_ids, hide, suite_hash: str, timeout_s: float | None = None,
+                 allow_readable_secrets: bool = False):
         try:
             from distributed import Client
         except ImportError as exc:  # pragma: no cover - dask is in requirements-dev.txt
@@ -323,6 +330,7 @@ class DaskExecutor:
         self.stage_ids = list(stage_ids)
         self.hide = [str(h) for h in hide]
         self.suite_hash = suite_hash
+        self.allow_readable_secrets = allow_readable_secrets
         self._futures = []
 
     def describe(self) -> str:
@@ -337,6 +345,7 @@ class DaskExecutor:
         by_key = {}
         for job in jobs:
             fut = self.client.submit(grade_path, job.path, job.id, self.stage_ids, self.hide, self.suite_hash,
+                                     allow_readable_secrets=self.allow_readable_secrets,
                                      key=f"grade-{job.slug}-{job.sha256[:12]}-{os.getpid()}-{time.time_ns()}",
                                      pure=False)
             by_key[fut.key] = job

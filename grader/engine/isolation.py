@@ -67,9 +67,11 @@ def _missing(found: dict) -> dict:
         out["limits"] = "cpu, memory and file size only: processes and open files would count the grader's own"
         return out
     if not found["separate_uid"]:
-        return {"separate_uid": "the worker keeps the grader's uid (a uid of its own needs CAP_SETUID: "
-                                + "; ".join(f"{k}: {v}" for k, v in why.items()) + ")",
-                "limits": "no processes limit: with the grader's uid it would count the grader's processes"}
+        out = {"separate_uid": "the worker keeps the grader's uid (a uid of its own needs CAP_SETUID: "
+                               + "; ".join(f"{k}: {v}" for k, v in why.items()) + ")"}
+        if not found.get("nproc_in_userns"):  # Linux before 5.14 counts processes per uid, not per namespace
+            out["limits"] = "no processes limit: with the grader's uid it would count the grader's processes"
+        return out
     return {}
 
 
@@ -80,6 +82,9 @@ class Isolation:
     why: dict = field(default_factory=dict)  # layer -> why it is not applied
     limits: dict = field(default_factory=lambda: dict(DEFAULT_LIMITS))
     extra_hidden: list = field(default_factory=list)
+    # a processes limit counts only the worker's own processes: a uid of its own, or a user
+    # namespace where the kernel counts them per namespace (the probe measures it)
+    own_nproc: bool = False
 
     @property
     def mode(self) -> str:
@@ -90,7 +95,7 @@ class Isolation:
     def for_stage(self, stage) -> Isolation:
         """A copy with the stage's memory and CPU-seconds limits (CPU: twice its wall-clock budget)."""
         limits = {**self.limits, "memory_mb": stage.memory_mb, "cpu_s": int(max(60, 2 * stage.time_limit_s))}
-        return Isolation(self.path, self.separate_uid, dict(self.why), limits, list(self.extra_hidden))
+        return Isolation(self.path, self.separate_uid, dict(self.why), limits, list(self.extra_hidden), self.own_nproc)
 
     @classmethod
     def choose(cls, requested: str = "auto", extra_hidden=(), *, kind: str = "hidden",
@@ -107,7 +112,8 @@ class Isolation:
         if requested not in ("auto", "strict"):
             raise ValueError(f"unknown isolation {requested!r}")
         found = probe()
-        chosen = cls(found["path"], found["separate_uid"], _missing(found), extra_hidden=hidden)
+        chosen = cls(found["path"], found["separate_uid"], _missing(found), extra_hidden=hidden,
+                     own_nproc=found["separate_uid"] or bool(found.get("nproc_in_userns")))
         if requested == "strict" and chosen.why:
             raise IsolationUnavailable(
                 "--isolation strict: this machine cannot give every layer (" +
@@ -125,21 +131,24 @@ class Isolation:
         return chosen
 
     def to_json(self) -> str:
-        return json.dumps({"path": self.path, "separate_uid": self.separate_uid, "why": self.why})
+        return json.dumps({"path": self.path, "separate_uid": self.separate_uid, "why": self.why,
+                           "own_nproc": self.own_nproc})
 
     @classmethod
     def from_json(cls, text: str, extra_hidden=()) -> Isolation:
         d = json.loads(text)
-        return cls(d["path"], d["separate_uid"], d["why"], extra_hidden=[str(p) for p in extra_hidden])
+        return cls(d["path"], d["separate_uid"], d["why"], extra_hidden=[str(p) for p in extra_hidden],
+                   own_nproc=d.get("own_nproc", d["separate_uid"]))
 
     @property
     def uid(self):
         return UID_BASE + os.getpid() if self.separate_uid else None
 
     def applied_limits(self) -> dict:
-        """The limits a worker gets: without a uid of its own, no processes limit (it would count
-        the grader's); without namespaces, no open-files limit either (as before)."""
-        drop = set() if self.separate_uid else {"processes"}
+        """The limits a worker gets: no processes limit where it would count the grader's processes
+        (the grader's uid, outside a user namespace that counts its own); without namespaces, no
+        open-files limit either (as before)."""
+        drop = set() if self.own_nproc else {"processes"}
         if self.path == "none":
             drop.add("open_files")
         return {k: v for k, v in self.limits.items() if k not in drop}
@@ -178,6 +187,8 @@ class Isolation:
     def plan(self, cwd: str, env: dict, stash: str, hidden: list) -> dict:
         """How :func:`grader.sandbox.jail.confine` confines a worker."""
         plan = {"path": self.path, "uid": self.uid, "limits": self.applied_limits(), "cwd": cwd, "env": env}
+        if os.environ.get("GRADER_TEST_WORKER_CONFINE_FAILS") == "1":  # the project's tests only (test_places)
+            plan["test_confine_fails"] = True
         if self.path == "none":
             return plan
         return {

@@ -233,6 +233,11 @@ def confine(plan: dict) -> None:
     """``plan["path"]``: "root" (unshare directly, then setuid), "userns" (through a user
     namespace; ``plan["uid"]`` None: stay the grader's uid) or "none" (limits only)."""
     path, uid = plan["path"], plan.get("uid")
+    if plan.get("test_confine_fails"):
+        # For the project's tests only (tests/project/test_places.py): a worker that cannot confine
+        # itself although the probe could. The trusted side puts it in the plan when its own
+        # environment has GRADER_TEST_WORKER_CONFINE_FAILS=1; the probe's plans never carry it.
+        raise OSError(1, "unshare: Operation not permitted (test_confine_fails in the plan, a test)")
     if path == "userns":
         outer_uid, outer_gid = os.geteuid(), os.getegid()
         if uid is None:
@@ -260,14 +265,16 @@ def confine(plan: dict) -> None:
     os.chdir(plan["cwd"])
 
 
-def _attempt(plan: dict):
-    """Confine a throwaway child with ``plan``: None if it worked, else why not."""
+def _attempt(plan: dict, then=None):
+    """Confine a throwaway child with ``plan`` (and call ``then`` in it): None if it worked, else why not."""
     why_r, why_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(why_r)
         try:
             confine(plan)
+            if then is not None:
+                then()
             os._exit(0)
         except BaseException as exc:  # noqa: BLE001 - report any failure, never return
             os.write(why_w, (getattr(exc, "strerror", None) and str(exc) or str(exc) or type(exc).__name__).encode())
@@ -279,10 +286,22 @@ def _attempt(plan: dict):
     return None if status == 0 else (why or f"status {status}")
 
 
+def _nproc_counts_this_namespace() -> None:
+    """Raise unless RLIMIT_NPROC counts only the processes of this user namespace (Linux 5.14 and
+    later count it per namespace): with a limit of 2, one fork fits in a fresh namespace, never
+    where the grader's own processes (at least the grader, the probe and this child) count too."""
+    resource.setrlimit(resource.RLIMIT_NPROC, (2, 2))
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
 def probe(uid: int) -> dict:
     """What this machine allows, tried for real in throwaway children, strongest first:
     ``{"path": "root"|"userns"|"none", "separate_uid": bool, "why": {"root": ..., "userns_uid": ..., "userns": ...}}``
-    (``why``: why each stronger attempt failed)."""
+    (``why``: why each stronger attempt failed). Through a user namespace without a uid of its own,
+    ``nproc_in_userns`` says whether a processes limit would count only the worker's processes."""
     import shutil  # start-up: only the probe needs it, never a worker
     import tempfile  # start-up: same
     tmp = tempfile.mkdtemp(prefix="grader-probe-")
@@ -305,7 +324,12 @@ def probe(uid: int) -> dict:
                 whys[name] = f"{exc.strerror or exc}"
             if whys[name] is None:
                 del whys[name]
-                return {"path": path, "separate_uid": with_uid, "why": whys}
+                found = {"path": path, "separate_uid": with_uid, "why": whys}
+                if path == "userns" and not with_uid:
+                    os.makedirs(cwd + "-nproc")
+                    found["nproc_in_userns"] = _attempt({**plan, "cwd": cwd + "-nproc"},
+                                                        then=_nproc_counts_this_namespace) is None
+                return found
         return {"path": "none", "separate_uid": False, "why": whys}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -29,6 +29,11 @@ def grade_cached(path, stages=None, kind="hidden", **kw):
     return _cache[key]
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: minutes of end-to-end runs; `make test` leaves them out, "
+                                       "`make test-slow` runs them")
+
+
 @pytest.fixture(scope="session")
 def graded():
     return grade_cached
