@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from . import paths
 from .errors import StudentError
 
 
-@lru_cache(maxsize=None)
+@cache
 def reference(stage_id: str):
     """The reference solution module of a stage, imported in this (trusted) process."""
     if str(paths.SOLUTIONS) not in sys.path:
@@ -74,7 +74,8 @@ def assert_close(actual, expected, *, what: str = "the result", atol: float = 1e
         idx = tuple(int(i) for i in np.argwhere(got_nan & ~want_nan)[0])
         raise AssertionError(f"{what} contains NaN at index {idx} where {_fmt(expected[idx])} was expected.{hint}")
     same_inf = np.isinf(array) & np.isinf(expected) & (np.sign(array) == np.sign(expected))
-    a = np.where(same_inf | (got_nan & want_nan), 0.0, array.astype(np.complex128 if array.dtype.kind == "c" else np.float64))
+    wide = array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
+    a = np.where(same_inf | (got_nan & want_nan), 0.0, wide)
     e = np.where(same_inf | (got_nan & want_nan), 0.0, expected.astype(a.dtype))
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(a - e)
@@ -102,30 +103,90 @@ def raises_student(exc_type: type = Exception, what: str = "the call"):
     raise AssertionError(f"{what} should raise {exc_type.__name__}, but returned normally")
 
 
-def matches(actual, candidate, atol: float = 1e-7, rtol: float = 1e-6) -> bool:
-    """Whether ``actual`` equals ``candidate`` (same shape, close values); False if either is not numeric."""
+def _float_array(value):
+    """``value`` as a float64 array, or None if it is not numeric."""
     try:
-        a, c = np.asarray(_to_numpy(actual), dtype=np.float64), np.asarray(_to_numpy(candidate), dtype=np.float64)
+        return np.asarray(_to_numpy(value), dtype=np.float64)
     except (TypeError, ValueError):
-        return False
-    return a.shape == c.shape and bool(np.allclose(a, c, atol=atol, rtol=rtol, equal_nan=True))
+        return None
 
 
-def diagnose(actual, candidates, default: str = "") -> str:
-    """The hint of the first known mistake whose output equals the student's, else ``default``.
+def matches(actual, candidate, atol: float = 1e-7, rtol: float = 1e-6) -> bool:
+    """Whether ``actual`` equals ``candidate`` (same shape, close values, NaN where ``candidate`` has NaN);
+    False if either is not numeric."""
+    a, c = _float_array(actual), _float_array(candidate)
+    return (a is not None and c is not None and a.shape == c.shape
+            and bool(np.allclose(a, c, atol=atol, rtol=rtol, equal_nan=True)))
 
-    ``candidates`` is a list of ``(hint, make)`` where ``make()`` computes what that
-    mistake would return on the test's input (in this trusted process).
+
+def which_mistake(actual, mistakes=(), hint: str = "", *, expected=None, match_atol: float = 1e-7,
+                  match_rtol: float = 1e-6, match_fraction: float = 0.0, finite: bool = False) -> str:
+    """The description of the first catalogued mistake that ``actual`` reproduces, else ``hint``.
+
+    ``mistakes`` maps a description of each mistake (the feedback that names it and its usual
+    cause) to the value that mistake gives on the test's input, in the order they are tried; a
+    list of ``(description, value)`` pairs does the same when one description covers several
+    values. A value may be a function of no arguments, called (in this trusted process) only
+    when needed; one that raises or gives None is simply not the mistake.
+
+    ``actual`` reproduces a value when the shapes agree and every entry is within
+    ``match_atol + match_fraction * miss + match_rtol * |value|`` of it, ``miss`` being the
+    largest error of ``actual`` against ``expected`` (so ``match_fraction=0.2`` names a mistake
+    only when it is five times closer to the result than the expected value is). With
+    ``finite`` a result holding NaN or inf is never taken for a mistake; without it, NaN
+    matches NaN.
     """
-    for text, make in candidates:
-        try:
-            with np.errstate(all="ignore"):
-                candidate = make()
-        except Exception:  # noqa: BLE001 - a candidate that cannot be formed here is simply not the mistake
-            continue
-        if matches(actual, candidate):
-            return text
-    return default
+    a = _float_array(actual)
+    if a is None or (finite and not np.isfinite(a).all()):
+        return hint
+    atol = match_atol
+    if match_fraction:
+        e = _float_array(expected)
+        if e is None or e.shape != a.shape:
+            return hint
+        atol += match_fraction * float(np.abs(a - e).max(initial=0.0))
+    for description, value in (mistakes.items() if isinstance(mistakes, dict) else mistakes):
+        if callable(value):
+            try:
+                with np.errstate(all="ignore"):
+                    value = value()
+            except Exception:  # noqa: BLE001 - a mistake that cannot be formed here is simply not this one
+                continue
+        if value is not None and matches(a, value, atol=atol, rtol=match_rtol):
+            return description
+    return hint
+
+
+def assert_matches(actual, expected, *, what: str = "the result", atol: float = 1e-8, rtol: float = 1e-6,
+                   mistakes=(), hint: str = "", match_atol: float = 1e-7, match_rtol: float = 1e-6,
+                   match_fraction: float = 0.0, finite: bool = False) -> np.ndarray:
+    """``assert_close`` that, when the result is wrong, names the catalogued mistake it reproduces.
+
+    The message is assert_close's (shape, or the largest error, its index, what was got and
+    expected, how many entries differ), followed by the description of the first mistake in
+    ``mistakes`` that the result reproduces, or by ``hint`` (what the value should be, the usual
+    cause) when none does. ``mistakes``, ``match_atol``, ``match_rtol`` and ``match_fraction``
+    are those of :func:`which_mistake`, which is only consulted on failure.
+
+    ``finite``: the result must be finite. A NaN or inf anywhere fails, with where it is and
+    how many entries are not finite, and such a result is never taken for a mistake.
+    """
+    array = assert_shape(actual, np.shape(_to_numpy(expected)), what)
+    if finite and not np.isfinite(array).all():
+        bad = ~np.isfinite(array)
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        kind = "NaN" if np.isnan(array[idx]) else f"{_fmt(array[idx])}"
+        where = f" at index {idx}" if idx else ""
+        raise AssertionError(
+            f"{what} contains {kind}{where} where {_fmt(np.asarray(_to_numpy(expected))[idx])} was expected "
+            f"({int(bad.sum())} of {bad.size} entries are NaN or infinite; the result must be finite)."
+            + (f" {hint}" if hint else ""))
+    try:
+        return assert_close(array, expected, what=what, atol=atol, rtol=rtol)
+    except AssertionError as exc:
+        named = which_mistake(array, mistakes, hint, expected=expected, match_atol=match_atol,
+                              match_rtol=match_rtol, match_fraction=match_fraction, finite=finite)
+        raise AssertionError(f"{exc} {named}" if named else str(exc)) from None
 
 
 def reference_time(fn, *args, repeat: int = 5) -> float:

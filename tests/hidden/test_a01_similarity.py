@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 
 from grader.engine.errors import StudentError
-from grader.engine.testing import as_array, assert_close, diagnose, matches, raises_student, reference, reference_time
+from grader.engine.testing import (
+    as_array,
+    assert_close,
+    assert_matches,
+    matches,
+    raises_student,
+    reference,
+    reference_time,
+)
 
 ref = reference("a01_similarity")
 TOL = dict(atol=1e-9, rtol=1e-9)
@@ -39,10 +47,10 @@ def test_dot_product_values(student, d):
         raise AssertionError(
             f"dot_product of two ({d},) vectors returned an array of shape {arr.shape}, expected one number. "
             "Multiplying u * v gives the products; the dot product also sums them (slide 13).")
-    assert_close(got, ref.dot_product(u, v), what=f"dot_product of two ({d},) vectors", **TOL,
-                 hint=diagnose(got, [("It looks like the cosine similarity; dot_product is not normalised.",
-                                      lambda: u @ v / np.linalg.norm(u) / np.linalg.norm(v))],
-                               "The dot product is sum_i u[i] * v[i] (slide 13)."))
+    assert_matches(got, ref.dot_product(u, v), what=f"dot_product of two ({d},) vectors", **TOL,
+                   mistakes={"It looks like the cosine similarity; dot_product is not normalised.":
+                             lambda: u @ v / np.linalg.norm(u) / np.linalg.norm(v)},
+                   hint="The dot product is sum_i u[i] * v[i] (slide 13).")
 
 
 def test_dot_product_hand_example(student):
@@ -69,13 +77,13 @@ def test_similarity_scores_values(student, n, d):
     g = rng(10 * n + d)
     query, keys = g.normal(size=d), g.normal(size=(n, d))
     got = student.similarity_scores(query, keys)
-    assert_close(got, ref.similarity_scores(query, keys), what=f"similarity_scores(query ({d},), keys ({n}, {d}))",
-                 **TOL, hint=diagnose(got, [
-                     ("The scores look like cosine similarities; the lecture's score is the plain dot product "
-                      "(slides 12-13).", lambda: _cos_rows(query, keys)),
-                     ("The scores look divided by sqrt(d); the LSTM attention of slide 13 is unscaled.",
-                      lambda: keys @ query / np.sqrt(d)),
-                 ], "scores[j] must be dot(query, keys[j]): one score per encoder state (slide 12)."))
+    assert_matches(got, ref.similarity_scores(query, keys), what=f"similarity_scores(query ({d},), keys ({n}, {d}))",
+                   **TOL, mistakes={
+                       "The scores look like cosine similarities; the lecture's score is the plain dot product "
+                       "(slides 12-13).": lambda: _cos_rows(query, keys),
+                       "The scores look divided by sqrt(d); the LSTM attention of slide 13 is unscaled.":
+                       lambda: keys @ query / np.sqrt(d),
+                   }, hint="scores[j] must be dot(query, keys[j]): one score per encoder state (slide 12).")
 
 
 def test_similarity_scores_rejects_bad_shapes(student):
@@ -90,15 +98,20 @@ def test_similarity_scores_rejects_bad_shapes(student):
 
 # ---------------------------------------------------------------- similarity_matrix
 
-def _matrix_hint(got, Q, K):
-    return diagnose(got, [
-        ("The result looks transposed (K Q^T, shape (..., n, m)): row i must hold query i's scores.",
-         lambda: K @ np.swapaxes(Q, -1, -2)),
-        ("The scores look like cosine similarities; similarity_matrix is the plain dot product Q K^T.",
-         lambda: (Q / np.linalg.norm(Q, axis=-1, keepdims=True)) @ np.swapaxes(K / np.linalg.norm(K, axis=-1, keepdims=True), -1, -2)),
-        ("The scores look divided by sqrt(d); similarity_matrix is the unscaled Q K^T.",
-         lambda: Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])),
-    ], "S[..., i, j] must be dot(Q[..., i, :], K[..., j, :]) (slides 34, 38).")
+def _matrix_mistakes(Q, K):
+    """What similarity_matrix gives with each known mistake."""
+    return {
+        "The result looks transposed (K Q^T, shape (..., n, m)): row i must hold query i's scores.":
+        lambda: K @ np.swapaxes(Q, -1, -2),
+        "The scores look like cosine similarities; similarity_matrix is the plain dot product Q K^T.":
+        lambda: (Q / np.linalg.norm(Q, axis=-1, keepdims=True))
+        @ np.swapaxes(K / np.linalg.norm(K, axis=-1, keepdims=True), -1, -2),
+        "The scores look divided by sqrt(d); similarity_matrix is the unscaled Q K^T.":
+        lambda: Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]),
+    }
+
+
+MATRIX_HINT = "S[..., i, j] must be dot(Q[..., i, :], K[..., j, :]) (slides 34, 38)."
 
 
 @pytest.mark.parametrize("m,n,d", [(3, 5, 4), (6, 2, 7), (4, 4, 1)])
@@ -107,8 +120,8 @@ def test_similarity_matrix_values(student, m, n, d):
     g = rng(100 * m + 10 * n + d)
     Q, K = g.normal(size=(m, d)), g.normal(size=(n, d))
     got = student.similarity_matrix(Q, K)
-    assert_close(got, ref.similarity_matrix(Q, K), what=f"similarity_matrix(Q ({m}, {d}), K ({n}, {d}))", **TOL,
-                 hint=_matrix_hint(got, Q, K))
+    assert_matches(got, ref.similarity_matrix(Q, K), what=f"similarity_matrix(Q ({m}, {d}), K ({n}, {d}))", **TOL,
+                   mistakes=_matrix_mistakes(Q, K), hint=MATRIX_HINT)
 
 
 def _call_batched(fn, name, Q, K, two_d_ok):
@@ -142,10 +155,12 @@ def test_similarity_matrix_leading_dims_broadcast(student, q_shape, k_shape):
         two_d_ok = False
     got = _call_batched(student.similarity_matrix, "similarity_matrix", Q, K, two_d_ok)
     expected = ref.similarity_matrix(Q, K)
-    assert_close(got, expected, what=f"similarity_matrix(Q {q_shape}, K {k_shape})", **TOL,
-                 hint=_matrix_hint(got, Q, K) if not two_d_ok else
-                 "Leading (batch/head) dimensions must broadcast like np.matmul; transpose only the last two "
-                 "axes of K (np.swapaxes(K, -1, -2)), not K.T.")
+    if two_d_ok:
+        diagnosis = dict(hint="Leading (batch/head) dimensions must broadcast like np.matmul; transpose only the "
+                              "last two axes of K (np.swapaxes(K, -1, -2)), not K.T.")
+    else:
+        diagnosis = dict(mistakes=_matrix_mistakes(Q, K), hint=MATRIX_HINT)
+    assert_matches(got, expected, what=f"similarity_matrix(Q {q_shape}, K {k_shape})", **TOL, **diagnosis)
 
 
 def test_similarity_matrix_rejects_bad_shapes(student):
@@ -178,14 +193,18 @@ def test_similarity_matrix_is_vectorised(student):
 
 # ---------------------------------------------------------------- cosine_similarity
 
-def _cos_hint(got, u, v):
+def _cos_mistakes(u, v):
+    """What cosine_similarity gives with each known mistake."""
     nu, nv = np.linalg.norm(u), np.linalg.norm(v)
-    return diagnose(got, [
-        ("The sign is lost (abs?): opposite vectors have cosine -1.", lambda: abs(u @ v) / (nu * nv)),
-        ("It looks divided by the squared lengths: each norm is sqrt(dot(u, u)).", lambda: u @ v / (nu ** 2 * nv ** 2)),
-        ("It looks like the plain dot product: divide by both vectors' norms (lengths).", lambda: u @ v),
-        ("Only one vector's norm seems to be used; divide by |u| |v|.", lambda: u @ v / nu),
-    ], "cosine_similarity is dot(u, v) / (|u| |v|) with |u| = sqrt(dot(u, u)) (slide 68).")
+    return {
+        "The sign is lost (abs?): opposite vectors have cosine -1.": lambda: abs(u @ v) / (nu * nv),
+        "It looks divided by the squared lengths: each norm is sqrt(dot(u, u)).": lambda: u @ v / (nu ** 2 * nv ** 2),
+        "It looks like the plain dot product: divide by both vectors' norms (lengths).": lambda: u @ v,
+        "Only one vector's norm seems to be used; divide by |u| |v|.": lambda: u @ v / nu,
+    }
+
+
+COS_HINT = "cosine_similarity is dot(u, v) / (|u| |v|) with |u| = sqrt(dot(u, u)) (slide 68)."
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -195,8 +214,8 @@ def test_cosine_similarity_values(student, seed):
     d = int(g.integers(2, 40))
     u, v = g.normal(size=d) * 10.0 ** g.uniform(-3, 3), g.normal(size=d) * 10.0 ** g.uniform(-3, 3)
     got = student.cosine_similarity(u, v)
-    assert_close(got, ref.cosine_similarity(u, v), what=f"cosine_similarity of two ({d},) vectors", **TOL,
-                 hint=_cos_hint(got, u, v))
+    assert_matches(got, ref.cosine_similarity(u, v), what=f"cosine_similarity of two ({d},) vectors", **TOL,
+                   mistakes=_cos_mistakes(u, v), hint=COS_HINT)
 
 
 def test_cosine_similarity_parallel_opposite_orthogonal(student):
@@ -206,7 +225,8 @@ def test_cosine_similarity_parallel_opposite_orthogonal(student):
              ("[3, -1, 2] and [1, 1, -1]", np.array([1.0, 1.0, -1.0]), 0.0)]
     for label, v, want in cases:
         got = student.cosine_similarity(u, v)
-        assert_close(got, want, what=f"cosine_similarity of {label}", **TOL, hint=_cos_hint(got, u, v))
+        assert_matches(got, want, what=f"cosine_similarity of {label}", **TOL, mistakes=_cos_mistakes(u, v),
+                       hint=COS_HINT)
 
 
 def test_cosine_similarity_zero_vector_is_zero(student):

@@ -14,7 +14,7 @@ wrong axis).
 import numpy as np
 import pytest
 
-from grader.engine.testing import as_array, assert_close, assert_shape, diagnose, reference
+from grader.engine.testing import as_array, assert_close, assert_matches, assert_shape, reference, which_mistake
 
 ref = reference("a02_softmax")
 SOFTMAX_TOL = dict(atol=1e-12, rtol=1e-9)
@@ -30,26 +30,27 @@ def _slice_sums(arr, axis):
         return np.sum(arr, axis=axis)
 
 
-def _softmax_hint(got, x, axis):
-    """Name the likely mistake behind a wrong softmax output."""
+def _softmax_diagnosis(got, x, axis):
+    """The known mistakes behind a wrong softmax output, and the hint when none of them is it:
+    keyword arguments for assert_matches (and which_mistake)."""
     try:
         arr = np.asarray(got, dtype=np.float64)
     except (TypeError, ValueError):
-        return ""
+        return {}
     other_axes = [a for a in range(-x.ndim, 0) if a != (axis if axis < 0 else axis - x.ndim)]
-    candidates = [(f"softmax seems to run over axis {a} instead of axis={axis}: normalise along the `axis` argument.",
-                   (lambda a=a: ref.softmax(x, axis=a))) for a in other_axes]
+    mistakes = {f"softmax seems to run over axis {a} instead of axis={axis}: normalise along the `axis` argument.":
+                (lambda a=a: ref.softmax(x, axis=a)) for a in other_axes}
 
     def no_keepdims():
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
         return e / np.sum(e, axis=axis)
-    candidates += [
-        ("The sum along `axis` seems taken without keepdims=True, so it broadcasts onto the wrong entries.",
-         no_keepdims),
-        ("A fully masked slice (all -inf) got uniform weights: -inf seems replaced by a large negative number. "
-         "Blocked entries must keep weight 0, and an all -inf slice gives all zeros.",
-         lambda: ref.softmax(np.where(np.isneginf(x), -1e9, x), axis=axis)),
-    ]
+    mistakes.update({
+        "The sum along `axis` seems taken without keepdims=True, so it broadcasts onto the wrong entries.":
+        no_keepdims,
+        "A fully masked slice (all -inf) got uniform weights: -inf seems replaced by a large negative number. "
+        "Blocked entries must keep weight 0, and an all -inf slice gives all zeros.":
+        lambda: ref.softmax(np.where(np.isneginf(x), -1e9, x), axis=axis),
+    })
     default = "softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along `axis` (slide 14)."
     if arr.shape == x.shape:
         live = ~np.isneginf(x).all(axis=axis)
@@ -58,7 +59,8 @@ def _softmax_hint(got, x, axis):
             nan_slices = np.isnan(arr).any(axis=axis)
             if (nan_slices <= ~live).all():
                 default = ("NaN on a slice that is all -inf: its max is -inf and x - max = -inf - (-inf) = NaN. "
-                           "Give such a slice all-zero weights (shift it by 0, or skip the division where the sum is 0).")
+                           "Give such a slice all-zero weights (shift it by 0, or skip the division where the sum "
+                           "is 0).")
             else:
                 default = ("NaN from overflow: exp of a large score is inf and inf / inf = NaN. Subtract the max along "
                            "`axis` before np.exp (slide 14).")
@@ -68,7 +70,7 @@ def _softmax_hint(got, x, axis):
         elif live.any() and not np.allclose(sums[live], 1.0, atol=1e-9):
             default = (f"The slices along axis={axis} sum to {np.round(sums[live].ravel()[:4], 4)}..., not 1: "
                        "divide exp(x - max) by its own sum along `axis` (keepdims=True).")
-    return diagnose(got, candidates, default)
+    return dict(mistakes=mistakes, hint=default)
 
 
 def call(fn, *args, **kwargs):
@@ -91,7 +93,7 @@ def test_softmax_values(student, shape):
     """softmax matches the reference on random scores along the last axis"""
     x = rng(len(shape)).normal(size=shape) * 3
     got = call(student.softmax, x)
-    assert_close(got, ref.softmax(x), what=f"softmax(x {shape})", **SOFTMAX_TOL, hint=_softmax_hint(got, x, -1))
+    assert_matches(got, ref.softmax(x), what=f"softmax(x {shape})", **SOFTMAX_TOL, **_softmax_diagnosis(got, x, -1))
 
 
 @pytest.mark.parametrize("shape,axis", [((4, 5), 0), ((3, 4, 5), 1), ((3, 4, 5), 0), ((3, 4, 5), -2)])
@@ -99,16 +101,16 @@ def test_softmax_respects_axis(student, shape, axis):
     """softmax normalises along the given axis, not always the last one"""
     x = rng(axis + 10).normal(size=shape) * 2
     got = call(student.softmax, x, axis=axis)
-    assert_close(got, ref.softmax(x, axis=axis), what=f"softmax(x {shape}, axis={axis})", **SOFTMAX_TOL,
-                 hint=_softmax_hint(got, x, axis))
+    assert_matches(got, ref.softmax(x, axis=axis), what=f"softmax(x {shape}, axis={axis})", **SOFTMAX_TOL,
+                   **_softmax_diagnosis(got, x, axis))
 
 
 def test_softmax_lecture_example(student):
     """softmax([1, 2, 3]) is [0.0900, 0.2447, 0.6652]: positive, sums to 1, larger score larger weight (slide 14)"""
     x = np.array([1.0, 2.0, 3.0])
     got = call(student.softmax, x)
-    assert_close(got, np.exp(x) / np.exp(x).sum(), what="softmax([1, 2, 3])", **SOFTMAX_TOL,
-                 hint=_softmax_hint(got, x, -1))
+    assert_matches(got, np.exp(x) / np.exp(x).sum(), what="softmax([1, 2, 3])", **SOFTMAX_TOL,
+                   **_softmax_diagnosis(got, x, -1))
 
 
 @pytest.mark.parametrize("scale", [1e2, 1e4])
@@ -117,12 +119,12 @@ def test_softmax_large_inputs_no_overflow(student, scale):
     x = rng(3).normal(size=(6, 9)) * scale
     x[0] = [1e4, 1e4 - 1, 1e4 - 2, -1e4, 0, 5e3, 1e4, -5e3, 2.0]
     got = call(student.softmax, x)
-    hint = _softmax_hint(got, x, -1)
+    diagnosis = _softmax_diagnosis(got, x, -1)
     arr = as_array(got, what=f"softmax of scores of magnitude {scale:g}")
     if arr.shape == x.shape and not np.isfinite(arr).all():
-        hint = ("Overflow: np.exp of a large score is inf (and inf / inf is NaN). Subtract the max along `axis` "
-                "before np.exp; softmax(x) == softmax(x - max) (slide 14).")
-    assert_close(got, ref.softmax(x), what=f"softmax of scores of magnitude {scale:g}", **SOFTMAX_TOL, hint=hint)
+        diagnosis = dict(hint="Overflow: np.exp of a large score is inf (and inf / inf is NaN). Subtract the max "
+                              "along `axis` before np.exp; softmax(x) == softmax(x - max) (slide 14).")
+    assert_matches(got, ref.softmax(x), what=f"softmax of scores of magnitude {scale:g}", **SOFTMAX_TOL, **diagnosis)
 
 
 def test_softmax_properties_rows_sum_to_one(student):
@@ -148,10 +150,12 @@ def test_softmax_neg_inf_gets_zero_weight(student):
     x[3, ::2] = -np.inf
     got = call(student.softmax, x)
     w = assert_shape(got, x.shape, what="softmax with -inf entries")
-    assert not np.isnan(w).any(), f"softmax with -inf entries returned NaN. {_softmax_hint(got, x, -1)}"
+    assert not np.isnan(w).any(), (
+        f"softmax with -inf entries returned NaN. {which_mistake(got, **_softmax_diagnosis(got, x, -1))}")
     assert np.all(w[np.isneginf(x)] == 0.0), (
         "A -inf entry got a non-zero weight: -inf must stay -inf through the max shift and become exp(-inf) = 0.")
-    assert_close(got, ref.softmax(x), what="softmax with -inf entries", **SOFTMAX_TOL, hint=_softmax_hint(got, x, -1))
+    assert_matches(got, ref.softmax(x), what="softmax with -inf entries", **SOFTMAX_TOL,
+                   **_softmax_diagnosis(got, x, -1))
 
 
 @pytest.mark.parametrize("axis", [-1, 0])
@@ -164,26 +168,26 @@ def test_softmax_fully_masked_slice_is_zero(student, axis):
         x[:, 2] = -np.inf
     x[3, 0] = -np.inf
     got = call(student.softmax, x, axis=axis)
-    assert_close(got, ref.softmax(x, axis=axis), what=f"softmax(x, axis={axis}) with an all -inf slice",
-                 **SOFTMAX_TOL, hint=_softmax_hint(got, x, axis))
+    assert_matches(got, ref.softmax(x, axis=axis), what=f"softmax(x, axis={axis}) with an all -inf slice",
+                   **SOFTMAX_TOL, **_softmax_diagnosis(got, x, axis))
 
 
 # ---------------------------------------------------------------- log_softmax
 
-def _log_softmax_hint(got, x, axis):
+def _log_softmax_diagnosis(got, x, axis):
+    """The known mistakes behind a wrong log_softmax output, and the hint when none of them is it."""
     try:
         arr = np.asarray(got, dtype=np.float64)
     except (TypeError, ValueError):
-        return ""
+        return {}
     other_axes = [a for a in range(-x.ndim, 0) if a != (axis if axis < 0 else axis - x.ndim)]
-    candidates = [(f"log_softmax seems to run over axis {a} instead of axis={axis}.",
-                   (lambda a=a: ref.log_softmax(x, axis=a))) for a in other_axes]
-    candidates.append(("Overflow: log(sum(exp(x))) without subtracting the max first is log(inf). Compute "
-                       "x - max - log(sum(exp(x - max))).",
-                       lambda: x - np.log(np.sum(np.exp(x), axis=axis, keepdims=True))))
-    candidates.append(("It looks like log(softmax(x)): exp of a very negative shifted score underflows to 0 and its "
-                       "log is -inf. Compute x - max - log(sum(exp(x - max))) instead.",
-                       lambda: np.log(ref.softmax(x, axis=axis))))
+    mistakes = {f"log_softmax seems to run over axis {a} instead of axis={axis}.":
+                (lambda a=a: ref.log_softmax(x, axis=a)) for a in other_axes}
+    mistakes["Overflow: log(sum(exp(x))) without subtracting the max first is log(inf). Compute "
+             "x - max - log(sum(exp(x - max)))."] = lambda: x - np.log(np.sum(np.exp(x), axis=axis, keepdims=True))
+    mistakes["It looks like log(softmax(x)): exp of a very negative shifted score underflows to 0 and its "
+             "log is -inf. Compute x - max - log(sum(exp(x - max))) instead."] = \
+        lambda: np.log(ref.softmax(x, axis=axis))
     default = "log_softmax(x) = (x - max) - log(sum(exp(x - max))) along `axis`."
     if arr.shape == x.shape:
         finite_expected = np.isfinite(ref.log_softmax(x, axis=axis))
@@ -195,7 +199,7 @@ def _log_softmax_hint(got, x, axis):
         elif np.isnan(arr).any() or np.isposinf(arr).any():
             default = ("NaN/inf from overflow: subtract the max along `axis` before np.exp, exactly as in softmax. "
                        "An all -inf slice stays all -inf.")
-    return diagnose(got, candidates, default)
+    return dict(mistakes=mistakes, hint=default)
 
 
 @pytest.mark.parametrize("shape,axis", [((7,), -1), ((4, 5), -1), ((4, 5), 0), ((2, 3, 4), 1)])
@@ -203,24 +207,24 @@ def test_log_softmax_values(student, shape, axis):
     """log_softmax matches the reference on random scores along the given axis"""
     x = rng(20 + len(shape)).normal(size=shape) * 3
     got = call(student.log_softmax, x, axis=axis)
-    assert_close(got, ref.log_softmax(x, axis=axis), what=f"log_softmax(x {shape}, axis={axis})", **LOG_TOL,
-                 hint=_log_softmax_hint(got, x, axis))
+    assert_matches(got, ref.log_softmax(x, axis=axis), what=f"log_softmax(x {shape}, axis={axis})", **LOG_TOL,
+                   **_log_softmax_diagnosis(got, x, axis))
 
 
 def test_log_softmax_large_inputs_no_overflow(student):
     """log_softmax of scores around +-1e4 is finite and exact (no overflow)"""
     x = rng(21).normal(size=(5, 7)) * 1e4
     got = call(student.log_softmax, x)
-    assert_close(got, ref.log_softmax(x), what="log_softmax of scores of magnitude 1e4", **LOG_TOL,
-                 hint=_log_softmax_hint(got, x, -1))
+    assert_matches(got, ref.log_softmax(x), what="log_softmax of scores of magnitude 1e4", **LOG_TOL,
+                   **_log_softmax_diagnosis(got, x, -1))
 
 
 def test_log_softmax_tiny_probabilities_do_not_underflow(student):
     """log_softmax([0, -800, -1e4]) is about [0, -800, -1e4], not -inf (no log of an underflowed 0)"""
     x = np.array([[0.0, -800.0, -1e4], [5.0, 5.0 - 750.0, 3.0]])
     got = call(student.log_softmax, x)
-    assert_close(got, ref.log_softmax(x), what="log_softmax([[0, -800, -1e4], [5, -745, 3]])", **LOG_TOL,
-                 hint=_log_softmax_hint(got, x, -1))
+    assert_matches(got, ref.log_softmax(x), what="log_softmax([[0, -800, -1e4], [5, -745, 3]])", **LOG_TOL,
+                   **_log_softmax_diagnosis(got, x, -1))
 
 
 def test_log_softmax_neg_inf_stays_neg_inf(student):
@@ -233,8 +237,8 @@ def test_log_softmax_neg_inf_stays_neg_inf(student):
     assert not np.isnan(arr).any(), (
         "log_softmax with -inf entries returned NaN. With an all -inf slice the max is -inf and x - max is NaN: "
         "shift such a slice by 0, and keep every -inf entry at -inf (log of a zero weight).")
-    assert_close(got, ref.log_softmax(x), what="log_softmax with -inf entries", **LOG_TOL,
-                 hint=_log_softmax_hint(got, x, -1))
+    assert_matches(got, ref.log_softmax(x), what="log_softmax with -inf entries", **LOG_TOL,
+                   **_log_softmax_diagnosis(got, x, -1))
 
 
 def test_log_softmax_agrees_with_softmax(student):

@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 from grader.engine.errors import StudentError
-from grader.engine.testing import as_array, assert_close, assert_shape, diagnose, raises_student, reference, reference_time
+from grader.engine.testing import (
+    as_array,
+    assert_close,
+    assert_matches,
+    assert_shape,
+    raises_student,
+    reference,
+    reference_time,
+    which_mistake,
+)
 
 ref = reference("a03_attention")
 TOL = dict(atol=1e-10, rtol=1e-8)
@@ -55,42 +64,44 @@ def _variant_weights(Q, K, mask, scale=None, axis=-1, mask_mode="before"):
         return w
 
 
-def weights_hint(w, Q, K, V, mask=None, d_model=None):
+def weights_diagnosis(w, Q, K, V, mask=None, d_model=None):
+    """The known mistakes behind wrong attention weights, and the hint when none of them is it:
+    keyword arguments for assert_matches (and which_mistake)."""
     d_k, d_v = Q.shape[-1], V.shape[-1]
-    cands = [("The scores look not divided by sqrt(d_k) at all: divide Q K^T by sqrt(d_k) before the softmax "
-              "(slides 5, 34).", lambda: _variant_weights(Q, K, mask, scale=1.0))]
+    mistakes = {"The scores look not divided by sqrt(d_k) at all: divide Q K^T by sqrt(d_k) before the softmax "
+                "(slides 5, 34).": lambda: _variant_weights(Q, K, mask, scale=1.0)}
     if d_k != 1:  # for d_k = 1, d_k and sqrt(d_k) are the same number
-        cands.append(("The scores look divided by d_k instead of sqrt(d_k) (slide 34).",
-                      lambda: _variant_weights(Q, K, mask, scale=float(d_k))))
+        mistakes["The scores look divided by d_k instead of sqrt(d_k) (slide 34)."] = \
+            lambda: _variant_weights(Q, K, mask, scale=float(d_k))
     if d_v != d_k:
-        cands.append(("The scores look divided by sqrt(d_v) (the Value size) instead of sqrt(d_k), the Query/Key size.",
-                      lambda: _variant_weights(Q, K, mask, scale=np.sqrt(d_v))))
+        mistakes["The scores look divided by sqrt(d_v) (the Value size) instead of sqrt(d_k), the Query/Key size."] = \
+            lambda: _variant_weights(Q, K, mask, scale=np.sqrt(d_v))
     if d_model is not None and d_model != d_k:
-        cands.append(("The scores look divided by sqrt(d_model) instead of sqrt(d_k): d_k is the width of Q and K "
-                      "after the projections W_q, W_k (slide 34).",
-                      lambda: _variant_weights(Q, K, mask, scale=np.sqrt(d_model))))
-    cands.append(("The scores look transposed (K Q^T instead of Q K^T): row i must hold query i's scores over the "
-                  "keys.", lambda: _softmax(K @ _swap(Q) / np.sqrt(d_k), axis=-1)))
-    cands.append(("The softmax seems to run over the query axis (axis=-2): each query's weights over the keys "
-                  "(the last axis) must sum to 1 (slide 5).", lambda: _variant_weights(Q, K, mask, axis=-2)))
+        mistakes["The scores look divided by sqrt(d_model) instead of sqrt(d_k): d_k is the width of Q and K "
+                 "after the projections W_q, W_k (slide 34)."] = \
+            lambda: _variant_weights(Q, K, mask, scale=np.sqrt(d_model))
+    mistakes["The scores look transposed (K Q^T instead of Q K^T): row i must hold query i's scores over the "
+             "keys."] = lambda: _softmax(K @ _swap(Q) / np.sqrt(d_k), axis=-1)
+    mistakes["The softmax seems to run over the query axis (axis=-2): each query's weights over the keys "
+             "(the last axis) must sum to 1 (slide 5)."] = lambda: _variant_weights(Q, K, mask, axis=-2)
     if mask is not None:
-        cands += [
-            ("The mask looks inverted: True means the query MAY attend to that key (blocked where False).",
-             lambda: _variant_weights(Q, K, mask, mask_mode="inverted")),
-            ("The mask seems applied after the softmax: blocked weights are zeroed but the rest no longer sum to 1. "
-             "Set blocked scores to -inf before the softmax.", lambda: _variant_weights(Q, K, mask, mask_mode="after")),
-            ("Blocked scores seem set to 0 instead of -inf, so blocked keys still get weight.",
-             lambda: _variant_weights(Q, K, mask, mask_mode="zero")),
-            ("A fully masked row got uniform weights (blocked scores set to a large negative number instead of -inf?). "
-             "A fully masked query row must get zero weights and a zero output.",
-             lambda: _variant_weights(Q, K, mask, mask_mode="big")),
-        ]
+        mistakes.update({
+            "The mask looks inverted: True means the query MAY attend to that key (blocked where False).":
+            lambda: _variant_weights(Q, K, mask, mask_mode="inverted"),
+            "The mask seems applied after the softmax: blocked weights are zeroed but the rest no longer sum to 1. "
+            "Set blocked scores to -inf before the softmax.": lambda: _variant_weights(Q, K, mask, mask_mode="after"),
+            "Blocked scores seem set to 0 instead of -inf, so blocked keys still get weight.":
+            lambda: _variant_weights(Q, K, mask, mask_mode="zero"),
+            "A fully masked row got uniform weights (blocked scores set to a large negative number instead of -inf?). "
+            "A fully masked query row must get zero weights and a zero output.":
+            lambda: _variant_weights(Q, K, mask, mask_mode="big"),
+        })
     default = ("weights = softmax(Q K^T / sqrt(d_k)) over the keys (last axis), blocked scores set to -inf first "
                "(slides 5, 34-35).")
     try:
         arr = np.asarray(w, dtype=np.float64)
     except (TypeError, ValueError):
-        return default
+        return dict(mistakes=mistakes, hint=default)
     if np.isnan(arr).any():
         nan_rows = np.isnan(arr).any(axis=-1)
         try:
@@ -103,14 +114,15 @@ def weights_hint(w, Q, K, V, mask=None, d_model=None):
         else:
             default = ("NaN in the weights: np.exp of a large score overflows to inf and inf / inf = NaN. Subtract "
                        "each row's max score before np.exp, as in stage 2.")
-    return diagnose(w, cands, default)
+    return dict(mistakes=mistakes, hint=default)
 
 
-def out_hint(out, w_expected, V):
-    return diagnose(out, [
-        ("The output looks like the single Value with the largest weight: attention returns the weighted sum of "
-         "all Values, weights @ V, not a pick (slide 6).", lambda: _pick(w_expected, V)),
-    ], "out = weights @ V: each output row is the weighted sum of the Value rows (slides 15, 36).")
+def out_diagnosis(w_expected, V):
+    """The known mistake behind a wrong attention output, and the hint otherwise."""
+    return dict(mistakes={
+        "The output looks like the single Value with the largest weight: attention returns the weighted sum of "
+        "all Values, weights @ V, not a pick (slide 6).": lambda: _pick(w_expected, V),
+    }, hint="out = weights @ V: each output row is the weighted sum of the Value rows (slides 15, 36).")
 
 
 def _pick(w, V):
@@ -135,8 +147,8 @@ def check_attention(result, Q, K, V, mask=None, what="scaled_dot_product_attenti
     if w_arr.shape != exp_w.shape and w_arr.shape == exp_w.shape[:-2] + exp_w.shape[:-3:-1]:
         raise AssertionError(f"{what}: weights have shape {w_arr.shape}, expected {exp_w.shape} (..., m, n): they look "
                              "transposed. Row i holds query i's weights over the n keys: scores = Q K^T, not K Q^T.")
-    assert_close(w, exp_w, what=f"{what}: weights", **TOL, hint=weights_hint(w_arr, Q, K, V, mask, d_model))
-    assert_close(out, exp_out, what=f"{what}: out", **TOL, hint=out_hint(out, exp_w, V))
+    assert_matches(w, exp_w, what=f"{what}: weights", **TOL, **weights_diagnosis(w_arr, Q, K, V, mask, d_model))
+    assert_matches(out, exp_out, what=f"{what}: out", **TOL, **out_diagnosis(exp_w, V))
 
 
 def call_sdpa(student, Q, K, V, mask=None):
@@ -147,15 +159,17 @@ def call_sdpa(student, Q, K, V, mask=None):
     except StudentError as exc:
         if exc.kind != "error":
             raise
-        first = f"scaled_dot_product_attention raised {exc.type_name}: {exc.message} for Q {Q.shape}, K {K.shape}, V {V.shape}"
+        first = (f"scaled_dot_product_attention raised {exc.type_name}: {exc.message} "
+                 f"for Q {Q.shape}, K {K.shape}, V {V.shape}")
         first += "" if mask is None else f", mask {np.shape(mask)}"
         if Q.ndim > 2 or K.ndim > 2:
-            q2, k2, v2 = Q.reshape(-1, *Q.shape[-2:])[0], K.reshape(-1, *K.shape[-2:])[0], V.reshape(-1, *V.shape[-2:])[0]
+            q2, k2, v2 = (A.reshape(-1, *A.shape[-2:])[0] for A in (Q, K, V))
             try:
                 student.scaled_dot_product_attention(q2, k2, v2)
                 raise AssertionError(
                     f"{first}. It works on 2-D inputs, so the leading (batch/head) dimensions are the problem: "
-                    "transpose only the last two axes of K (np.swapaxes(K, -1, -2)); K.T reverses every axis.") from None
+                    "transpose only the last two axes of K (np.swapaxes(K, -1, -2)); K.T reverses every "
+                    "axis.") from None
             except StudentError:
                 pass
         if Q.shape[-2] != K.shape[-2]:
@@ -172,27 +186,20 @@ def call_sdpa(student, Q, K, V, mask=None):
 
 # ---------------------------------------------------------------- attention_context (slides 11-15)
 
-def _context_hint(ctx, w, s, H):
-    exp_ctx, exp_w = ref.attention_context(s, H)
-    hint_w = diagnose(w, [
-        ("The weights look computed from scores divided by sqrt(d): the LSTM attention of slides 12-13 uses the plain "
-         "dot product.", lambda: _softmax(H @ s / np.sqrt(len(s)))),
-        ("The weights look like the raw dot products: apply the softmax (slide 14).", lambda: H @ s),
-    ], "weights = softmax(encoder_states @ decoder_state) (slides 12-14).")
-    hint_ctx = diagnose(ctx, [
-        ("The context is the single encoder state with the largest weight: attention is a weighted sum of all "
-         "encoder states (slides 6, 15).", lambda: H[np.argmax(exp_w)]),
-        ("The context looks like the plain mean of the encoder states: weight each state by its attention weight.",
-         lambda: H.mean(axis=0)),
-    ], "context = sum_j weights[j] * encoder_states[j], a weighted sum (slide 15).")
-    return exp_ctx, exp_w, hint_w, hint_ctx
-
-
 def _check_context(result, s, H, what):
     ctx, w = unpack(result, what)
-    exp_ctx, exp_w, hint_w, hint_ctx = _context_hint(ctx, w, s, H)
-    assert_close(w, exp_w, what=f"{what}: weights", **TOL, hint=hint_w)
-    assert_close(ctx, exp_ctx, what=f"{what}: context", **TOL, hint=hint_ctx)
+    exp_ctx, exp_w = ref.attention_context(s, H)
+    assert_matches(w, exp_w, what=f"{what}: weights", **TOL, mistakes={
+        "The weights look computed from scores divided by sqrt(d): the LSTM attention of slides 12-13 uses the plain "
+        "dot product.": lambda: _softmax(H @ s / np.sqrt(len(s))),
+        "The weights look like the raw dot products: apply the softmax (slide 14).": lambda: H @ s,
+    }, hint="weights = softmax(encoder_states @ decoder_state) (slides 12-14).")
+    assert_matches(ctx, exp_ctx, what=f"{what}: context", **TOL, mistakes={
+        "The context is the single encoder state with the largest weight: attention is a weighted sum of all "
+        "encoder states (slides 6, 15).": lambda: H[np.argmax(exp_w)],
+        "The context looks like the plain mean of the encoder states: weight each state by its attention weight.":
+        lambda: H.mean(axis=0),
+    }, hint="context = sum_j weights[j] * encoder_states[j], a weighted sum (slide 15).")
 
 
 @pytest.mark.parametrize("n,d", [(1, 3), (4, 6), (9, 2)])
@@ -200,7 +207,8 @@ def test_attention_context_values(student, n, d):
     """attention_context: unscaled dot-product scores, softmax, weighted sum of encoder states"""
     g = rng(10 * n + d)
     s, H = g.normal(size=d), g.normal(size=(n, d))
-    _check_context(student.attention_context(s, H), s, H, f"attention_context(decoder_state ({d},), encoder_states ({n}, {d}))")
+    _check_context(student.attention_context(s, H), s, H,
+                   f"attention_context(decoder_state ({d},), encoder_states ({n}, {d}))")
 
 
 def test_attention_context_is_weighted_sum_not_pick(student):
@@ -270,7 +278,7 @@ def test_sdpa_mask_true_means_attend(student):
     mask = np.tril(np.ones((6, 6), dtype=bool))       # causal: query i sees keys 0..i
     out, w = unpack(call_sdpa(student, Q, K, V, mask), "scaled_dot_product_attention with a causal mask")
     w_arr = assert_shape(w, (6, 6), what="weights with a causal mask")
-    hint = weights_hint(w_arr, Q, K, V, mask)
+    hint = which_mistake(w_arr, **weights_diagnosis(w_arr, Q, K, V, mask))
     if not np.all(w_arr[~mask] == 0.0):
         raise AssertionError(f"weights with a causal mask: blocked entries (mask False) are not 0, e.g. "
                              f"weights[0, 1:] = {np.round(w_arr[0, 1:], 4)}. {hint}")
@@ -304,15 +312,15 @@ def test_sdpa_output_is_weighted_sum_of_values(student):
     w_arr = assert_shape(w, (5, 6), what="weights")
     rows = w_arr.sum(axis=-1)
     assert np.allclose(rows, 1.0, atol=1e-10), (
-        f"weights rows sum to {np.round(rows, 4)}, not 1. {weights_hint(w_arr, Q, K, V)}")
-    assert_close(out, w_arr @ V, what="out compared with weights @ V", **TOL,
-                 hint=diagnose(out, [("The output picks the Value with the largest weight; attention is the weighted "
-                                      "sum of all Values, weights @ V (slide 6).", lambda: _pick(w_arr, V))],
-                               "out must be weights @ V (slides 15, 36)."))
+        f"weights rows sum to {np.round(rows, 4)}, not 1. {which_mistake(w_arr, **weights_diagnosis(w_arr, Q, K, V))}")
+    assert_matches(out, w_arr @ V, what="out compared with weights @ V", **TOL,
+                   mistakes={"The output picks the Value with the largest weight; attention is the weighted sum of "
+                             "all Values, weights @ V (slide 6).": lambda: _pick(w_arr, V)},
+                   hint="out must be weights @ V (slides 15, 36).")
 
 
 def test_sdpa_rejects_bad_shapes(student):
-    """scaled_dot_product_attention raises ValueError for mismatched d_k, mismatched n, a 1-D Q or a mask that does not fit"""
+    """scaled_dot_product_attention raises ValueError for mismatched d_k, mismatched n, a 1-D Q or a mask that does not fit"""  # noqa: E501 (the report's test name)
     with raises_student(ValueError, what="scaled_dot_product_attention(Q (3, 4), K (5, 6), V (5, 2))"):
         student.scaled_dot_product_attention(np.ones((3, 4)), np.ones((5, 6)), np.ones((5, 2)))
     with raises_student(ValueError, what="scaled_dot_product_attention(Q (3, 4), K (5, 4), V (6, 2))"):
@@ -320,7 +328,8 @@ def test_sdpa_rejects_bad_shapes(student):
     with raises_student(ValueError, what="scaled_dot_product_attention(Q (4,), K (5, 4), V (5, 2))"):
         student.scaled_dot_product_attention(np.ones(4), np.ones((5, 4)), np.ones((5, 2)))
     with raises_student(ValueError, what="scaled_dot_product_attention with a (4, 5) mask for (3, 5) scores"):
-        student.scaled_dot_product_attention(np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 2)), np.ones((4, 5), dtype=bool))
+        student.scaled_dot_product_attention(np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 2)),
+                                             np.ones((4, 5), dtype=bool))
 
 
 def test_sdpa_is_vectorised(student):
@@ -343,30 +352,31 @@ def test_sdpa_is_vectorised(student):
 
 # ---------------------------------------------------------------- self_attention (slides 30-38)
 
-def _self_attention_hint(out, w, X, Wq, Wk, Wv, mask):
-    Q, K, V = X @ Wq, X @ Wk, X @ Wv
-    hint = weights_hint(w, Q, K, V, mask, d_model=X.shape[-1])
-    swapped = diagnose(w, [("Query and Key projections look swapped: Q = X @ W_q and K = X @ W_k (slides 32-33).",
-                            lambda: ref.scaled_dot_product_attention(X @ Wk, X @ Wq, V, mask)[1])], "")
-    values = diagnose(out, [
-        ("The Values look computed with W_k instead of W_v (slide 36).", lambda: ref.self_attention(X, Wq, Wk, Wk, mask)[0]),
-        ("The Values look computed with W_q instead of W_v (slide 36).", lambda: ref.self_attention(X, Wq, Wk, Wq, mask)[0]),
-        ("The output seems to use X itself as the Values: V = X @ W_v (slide 36).",
-         lambda: ref.scaled_dot_product_attention(Q, K, X, mask)[0]),
-    ], "")
-    return swapped or hint, values
-
-
 def _check_self_attention(result, X, Wq, Wk, Wv, mask, what):
     out, w = unpack(result, what)
     exp_out, exp_w = ref.self_attention(X, Wq, Wk, Wv, mask)
-    hint_w, hint_v = _self_attention_hint(out, w, X, Wq, Wk, Wv, mask)
+    Q, K, V = X @ Wq, X @ Wk, X @ Wv
+    value_mistakes = {
+        "The Values look computed with W_k instead of W_v (slide 36).":
+        lambda: ref.self_attention(X, Wq, Wk, Wk, mask)[0],
+        "The Values look computed with W_q instead of W_v (slide 36).":
+        lambda: ref.self_attention(X, Wq, Wk, Wq, mask)[0],
+        "The output seems to use X itself as the Values: V = X @ W_v (slide 36).":
+        lambda: ref.scaled_dot_product_attention(Q, K, X, mask)[0],
+    }
     out_arr = as_array(out, what=f"{what}: out")
     if out_arr.shape != exp_out.shape:
         raise AssertionError(f"{what}: out has shape {out_arr.shape}, expected {exp_out.shape} (n, d_v). "
-                             f"{hint_v or 'The Values are X @ W_v, so out has d_v = W_v.shape[1] columns.'}")
-    assert_close(w, exp_w, what=f"{what}: weights", **TOL, hint=hint_w)
-    assert_close(out, exp_out, what=f"{what}: out", **TOL, hint=hint_v or out_hint(out, exp_w, X @ Wv))
+                             + which_mistake(out_arr, value_mistakes,
+                                             "The Values are X @ W_v, so out has d_v = W_v.shape[1] columns."))
+    weights = weights_diagnosis(w, Q, K, V, mask, d_model=X.shape[-1])
+    assert_matches(w, exp_w, what=f"{what}: weights", **TOL, hint=weights["hint"], mistakes={
+        "Query and Key projections look swapped: Q = X @ W_q and K = X @ W_k (slides 32-33).":
+        lambda: ref.scaled_dot_product_attention(X @ Wk, X @ Wq, V, mask)[1],
+        **weights["mistakes"]})
+    output = out_diagnosis(exp_w, V)
+    assert_matches(out, exp_out, what=f"{what}: out", **TOL, hint=output["hint"],
+                   mistakes={**value_mistakes, **output["mistakes"]})
 
 
 @pytest.mark.parametrize("n,d_model,d_k,d_v", [(5, 8, 4, 3), (3, 6, 6, 6), (7, 10, 2, 5)])

@@ -15,7 +15,16 @@ import numpy as np
 import pytest
 
 from grader.engine.errors import StudentError
-from grader.engine.testing import as_array, assert_close, assert_shape, diagnose, matches, raises_student, reference
+from grader.engine.testing import (
+    as_array,
+    assert_close,
+    assert_matches,
+    assert_shape,
+    matches,
+    raises_student,
+    reference,
+    which_mistake,
+)
 
 ref = reference("a04_positional")
 EXACT = dict(atol=1e-12, rtol=0.0)
@@ -54,7 +63,9 @@ def _float32_table(max_len, d_model):
     return np.where(j % 2 == 0, np.sin(a), np.cos(a))
 
 
-def pe_hint(got, max_len, d_model):
+def pe_diagnosis(got, max_len, d_model):
+    """The known mistakes behind a wrong positional table, and the hint when none of them is it:
+    keyword arguments for assert_matches (and which_mistake)."""
     j = np.arange(d_model)
     two_i = (j - j % 2).astype(np.float64)
     arr = None
@@ -63,29 +74,29 @@ def pe_hint(got, max_len, d_model):
     except (TypeError, ValueError):
         pass
     if arr is not None and arr.dtype == np.float32:
-        return ("The table is float32: compute it in float64 (np.arange(..., dtype=np.float64)); float32 rounding is "
-                "~1e-7 and grows with the position, far beyond the 1e-10 tolerance.")
-    candidates = [
-        ("sin and cos look concatenated (all sines, then all cosines); they must be interleaved: sin in even "
-         "columns 2i, cos in odd columns 2i+1 (slide 22).", lambda: _concatenated(max_len, d_model)),
-        ("The exponent looks like j / d_model with the column index j; columns 2i and 2i+1 share the exponent "
-         "2i / d_model (use j - j % 2, not j).", lambda: _interleave(max_len, d_model, j.astype(np.float64))),
-        ("The exponent looks like i / d_model; it is 2i / d_model (slide 22).",
-         lambda: _interleave(max_len, d_model, (j // 2).astype(np.float64))),
-        ("sin and cos look swapped: even columns are sin, odd columns cos.",
-         lambda: _interleave(max_len, d_model, two_i, swap=True)),
-        ("Positions seem to start at 1; they start at 0, so the first row is [0, 1, 0, 1, ...].",
-         lambda: _interleave(max_len, d_model, two_i, start=1)),
-        ("The base looks like 1000; the paper uses 10000.", lambda: _interleave(max_len, d_model, two_i, base=1000.0)),
-    ]
+        return dict(hint="The table is float32: compute it in float64 (np.arange(..., dtype=np.float64)); float32 "
+                         "rounding is ~1e-7 and grows with the position, far beyond the 1e-10 tolerance.")
+    mistakes = {
+        "sin and cos look concatenated (all sines, then all cosines); they must be interleaved: sin in even "
+        "columns 2i, cos in odd columns 2i+1 (slide 22).": lambda: _concatenated(max_len, d_model),
+        "The exponent looks like j / d_model with the column index j; columns 2i and 2i+1 share the exponent "
+        "2i / d_model (use j - j % 2, not j).": lambda: _interleave(max_len, d_model, j.astype(np.float64)),
+        "The exponent looks like i / d_model; it is 2i / d_model (slide 22).":
+        lambda: _interleave(max_len, d_model, (j // 2).astype(np.float64)),
+        "sin and cos look swapped: even columns are sin, odd columns cos.":
+        lambda: _interleave(max_len, d_model, two_i, swap=True),
+        "Positions seem to start at 1; they start at 0, so the first row is [0, 1, 0, 1, ...].":
+        lambda: _interleave(max_len, d_model, two_i, start=1),
+        "The base looks like 1000; the paper uses 10000.": lambda: _interleave(max_len, d_model, two_i, base=1000.0),
+    }
     default = "PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(p / 10000^(2i/d_model)) (slide 22)."
     if arr is not None and arr.shape == (max_len, d_model):
         if matches(arr, _float32_table(max_len, d_model), atol=1e-4):
             default = ("The values are right to ~1e-6 but not to 1e-10: the table seems computed in float32. "
                        "Use float64 throughout.")
     elif arr is not None and arr.shape == (d_model, max_len):
-        return "The table looks transposed: rows are positions (max_len, d_model)."
-    return diagnose(got, candidates, default)
+        return dict(hint="The table looks transposed: rows are positions (max_len, d_model).")
+    return dict(mistakes=mistakes, hint=default)
 
 
 # ---------------------------------------------------------------- one_hot and embed (slide 20)
@@ -95,10 +106,10 @@ def test_one_hot_values(student, n, vocab):
     """one_hot puts a single 1 at column ids[k] of row k"""
     ids = rng(n).integers(0, vocab, size=n)
     got = student.one_hot(ids, vocab)
-    assert_close(got, ref.one_hot(ids, vocab), what=f"one_hot(ids ({n},), vocab_size={vocab})", **EXACT,
-                 hint=diagnose(got, [("The result looks transposed: one row per token, (n, vocab_size).",
-                                      lambda: ref.one_hot(ids, vocab).T)],
-                               "Row k is all zeros except a 1 at column ids[k] (slide 20)."))
+    assert_matches(got, ref.one_hot(ids, vocab), what=f"one_hot(ids ({n},), vocab_size={vocab})", **EXACT,
+                   mistakes={"The result looks transposed: one row per token, (n, vocab_size).":
+                             lambda: ref.one_hot(ids, vocab).T},
+                   hint="Row k is all zeros except a 1 at column ids[k] (slide 20).")
 
 
 @pytest.mark.parametrize("ids,vocab", [([0, 4], 4), ([-1, 2], 4), ([7], 3)])
@@ -120,10 +131,10 @@ def test_embed_is_row_lookup(student):
             f"embed(ids (5,), E (11, 6)) has shape {shape}, expected (5, 6): one row of length d = 6 per token. "
             + ("A length of 11 = vocab_size suggests columns of E (or a one-hot row) instead of the row E[ids[k]]."
                if 11 in shape else "Token k's vector is the row E[ids[k]] (slide 20)."))
-    assert_close(got, ref.embed(ids, E), what="embed(ids [3, 0, 10, 3, 7], E (11, 6))", **EXACT,
-                 hint=diagnose(got, [("The result looks like columns of E: token k's vector is the row E[ids[k]].",
-                                      lambda: E[:, ids[ids < E.shape[1]]].T)],
-                               "embed(ids, E)[k] = E[ids[k]]: selecting a row is multiplying its one-hot vector by E."))
+    assert_matches(got, ref.embed(ids, E), what="embed(ids [3, 0, 10, 3, 7], E (11, 6))", **EXACT,
+                   mistakes={"The result looks like columns of E: token k's vector is the row E[ids[k]].":
+                             lambda: E[:, ids[ids < E.shape[1]]].T},
+                   hint="embed(ids, E)[k] = E[ids[k]]: selecting a row is multiplying its one-hot vector by E.")
 
 
 @pytest.mark.parametrize("ids", [[1, 11], [-1, 0]])
@@ -139,16 +150,16 @@ def test_embed_rejects_out_of_range(student, ids):
 def test_pe_values(student, max_len, d_model):
     """the table matches sin/cos of p / 10000^(2i/d_model), interleaved, for even and odd d_model"""
     got = student.sinusoidal_positional_encoding(max_len, d_model)
-    assert_close(got, ref.sinusoidal_positional_encoding(max_len, d_model),
-                 what=f"sinusoidal_positional_encoding({max_len}, {d_model})", **PE_TOL,
-                 hint=pe_hint(got, max_len, d_model))
+    assert_matches(got, ref.sinusoidal_positional_encoding(max_len, d_model),
+                   what=f"sinusoidal_positional_encoding({max_len}, {d_model})", **PE_TOL,
+                   **pe_diagnosis(got, max_len, d_model))
 
 
 def test_pe_first_rows(student):
     """position 0 is [0, 1, 0, 1, ...] and column 0 is sin(p) (slides 23-25)"""
     got = student.sinusoidal_positional_encoding(3, 6)
     pe = assert_shape(got, (3, 6), what="sinusoidal_positional_encoding(3, 6)")
-    hint = pe_hint(got, 3, 6)
+    hint = which_mistake(got, **pe_diagnosis(got, 3, 6))
     assert_close(pe[0], [0, 1, 0, 1, 0, 1], what="row 0 (position 0) of the table", **PE_TOL, hint=hint)
     assert_close(pe[:, 0], np.sin([0.0, 1.0, 2.0]), what="column 0 of the table", **PE_TOL, hint=hint)
     assert_close(pe[:, 1], np.cos([0.0, 1.0, 2.0]), what="column 1 of the table", **PE_TOL, hint=hint)
@@ -157,8 +168,8 @@ def test_pe_first_rows(student):
 def test_pe_float64_precision(student):
     """the table is exact to 1e-10 up to position 2047: computed in float64, not float32"""
     got = student.sinusoidal_positional_encoding(2048, 64)
-    assert_close(got, ref.sinusoidal_positional_encoding(2048, 64), what="sinusoidal_positional_encoding(2048, 64)",
-                 **PE_TOL, hint=pe_hint(got, 2048, 64))
+    assert_matches(got, ref.sinusoidal_positional_encoding(2048, 64), what="sinusoidal_positional_encoding(2048, 64)",
+                   **PE_TOL, **pe_diagnosis(got, 2048, 64))
 
 
 # ---------------------------------------------------------------- add_positional_encoding (slides 26-29)
@@ -182,19 +193,16 @@ def test_add_pe_values(student, shape):
             "table broadcasts over the rest.") from None
     n, d = shape[-2:]
     expected = ref.add_positional_encoding(X)
-    hint = diagnose(got, [
-        ("The table seems built from the wrong axes of X: n and d are the last two (X.shape[-2:]); leading "
-         "dimensions such as the batch are kept.",
-         lambda: X + ref.sinusoidal_positional_encoding(*shape[:2])[..., None]),
-        ("Only the position table came back: add it to X (element-wise, slide 26).",
-         lambda: np.broadcast_to(ref.sinusoidal_positional_encoding(n, d), shape)),
-    ], "")
-    if not hint:
-        base = f"X + PE[:n] with PE = sinusoidal_positional_encoding(n={n}, d={d}), broadcast over leading dimensions."
-        arr = np.asarray(got, dtype=np.float64) if np.shape(got) == shape else None
-        added = (arr - X).reshape(-1, n, d)[0] if arr is not None else None
-        hint = base if added is None else f"{base} The table you added: {pe_hint(added, n, d)}"
-    assert_close(got, expected, what=f"add_positional_encoding(X {shape})", **PE_TOL, hint=hint)
+    hint = f"X + PE[:n] with PE = sinusoidal_positional_encoding(n={n}, d={d}), broadcast over leading dimensions."
+    if np.shape(got) == shape:
+        added = (np.asarray(got, dtype=np.float64) - X).reshape(-1, n, d)[0]
+        hint += f" The table you added: {which_mistake(added, **pe_diagnosis(added, n, d))}"
+    assert_matches(got, expected, what=f"add_positional_encoding(X {shape})", **PE_TOL, hint=hint, mistakes={
+        "The table seems built from the wrong axes of X: n and d are the last two (X.shape[-2:]); leading "
+        "dimensions such as the batch are kept.": lambda: X + ref.sinusoidal_positional_encoding(*shape[:2])[..., None],
+        "Only the position table came back: add it to X (element-wise, slide 26).":
+        lambda: np.broadcast_to(ref.sinusoidal_positional_encoding(n, d), shape),
+    })
 
 
 def test_add_pe_distinguishes_word_order(student):

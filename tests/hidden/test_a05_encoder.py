@@ -19,11 +19,22 @@ import pytest
 import torch
 
 from grader.engine.errors import StudentError
-from grader.engine.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor,
-                            randomise_norms_and_biases, reference, seeded_randn)
+from grader.engine.testing import (
+    as_array,
+    assert_close,
+    assert_matches,
+    assert_shape,
+    check_weights_loaded,
+    probe_tensor,
+    randomise_norms_and_biases,
+    reference,
+    seeded_randn,
+)
 
 STAGE = "a05_encoder"
 ATOL = RTOL = 1e-5
+# A catalogued mistake is named when the (finite) result reproduces it to 1e-4 absolute, 1e-3 relative.
+MATCH = dict(match_atol=1e-4, match_rtol=1e-3, finite=True)
 KINDS = ("MultiHeadAttention", "PositionwiseFeedForward", "EncoderLayer", "Encoder")
 
 
@@ -89,16 +100,6 @@ def _weights(result, what):
     return w
 
 
-def _close_to_any(actual, candidates, atol=1e-4):
-    """Name of the first wrong variant the student's values reproduce, or None."""
-    a = np.asarray(actual, dtype=np.float64)
-    for name, value in candidates.items():
-        v = np.asarray(value.detach().numpy() if isinstance(value, torch.Tensor) else value, dtype=np.float64)
-        if v.shape == a.shape and np.all(np.isfinite(a)) and np.allclose(a, v, atol=atol, rtol=1e-3):
-            return name
-    return None
-
-
 # Wrong variants of attention, computed here to name a student's mistake.
 
 MHA_HINTS = {
@@ -152,14 +153,15 @@ def _mha_variant(state, q, k, v, mask, h, variant):
     return lin(ctx, "w_o"), w
 
 
-def _mha_hint(actual, state, q, k, v, mask, h, pick=0):
-    candidates = {name: _mha_variant(state, q, k, v, mask, h, name)[pick] for name in MHA_HINTS}
-    name = _close_to_any(actual, candidates)
-    if name:
-        return MHA_HINTS[name]
-    return ("Check, in this order: the projections w_q, w_k, w_v, w_o; the head split view(B, n, h, d_k)"
-            ".transpose(1, 2); scores Q K^T / sqrt(d_k) (slide 34); -inf where the mask is False, before the "
-            "softmax over the keys (dim=-1); the weighted sum of V (slide 36); merging heads and w_o.")
+def _mha_diagnosis(state, q, k, v, mask, h, pick=0, note=""):
+    """The wrong variants of attention (output, or weights with ``pick=1``) and the hint when none of them is it,
+    each after ``note``: keyword arguments for assert_matches."""
+    mistakes = {note + text: (lambda name=name: _mha_variant(state, q, k, v, mask, h, name)[pick])
+                for name, text in MHA_HINTS.items()}
+    return dict(mistakes=mistakes, hint=note + (
+        "Check, in this order: the projections w_q, w_k, w_v, w_o; the head split view(B, n, h, d_k)"
+        ".transpose(1, 2); scores Q K^T / sqrt(d_k) (slide 34); -inf where the mask is False, before the "
+        "softmax over the keys (dim=-1); the weighted sum of V (slide 36); merging heads and w_o."))
 
 
 # ----------------------------------------------------------------------------- padding_mask
@@ -273,16 +275,14 @@ def test_attention_matches_reference(student, mask_kind):
     results = _run(student, "MultiHeadAttention", init, state, [{"args": [q, k, v, mask]}])
     what = f"MultiHeadAttention({d}, {h}) on query (3, 5, 16), key/value (3, 7, 16), {mask_kind.replace('_', ' ')}"
     got = _tensor(results[0]["out"], what)
-    hint = _mha_hint(got, state, q, k, v, mask, h) if got.shape == tuple(want.shape) else \
-        "The output must have the query's shape (B, m, d_model)."
-    if mask_kind == "fully_masked_rows":
-        hint = ("Query rows whose keys are all masked must get zero weights and a zero context (the output is then "
-                "w_o's bias), never NaN. " + hint)
-    assert_close(got, want, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+    note = ("Query rows whose keys are all masked must get zero weights and a zero context (the output is then "
+            "w_o's bias), never NaN. " if mask_kind == "fully_masked_rows" else "")
+    assert_matches(got, want, what=what, atol=ATOL, rtol=RTOL, **MATCH,
+                   **_mha_diagnosis(state, q, k, v, mask, h, note=note))
     w = _weights(results[0], "MultiHeadAttention")
     got_w = assert_shape(w["value"], (B, h, m, n), f"attn_weights after {what}")
-    assert_close(got_w, want_w, what=f"attn_weights after {what}", atol=ATOL, rtol=RTOL,
-                 hint=_mha_hint(got_w, state, q, k, v, mask, h, pick=1))
+    assert_matches(got_w, want_w, what=f"attn_weights after {what}", atol=ATOL, rtol=RTOL, **MATCH,
+                   **_mha_diagnosis(state, q, k, v, mask, h, pick=1))
 
 
 def test_attention_weights_rows_sum_to_one(student):
@@ -397,11 +397,10 @@ def test_feed_forward_matches_reference(student, activation):
             "gelu": torch.nn.functional.gelu(lin1), "no_activation": lin1}
     acts.pop(activation)
     with torch.no_grad():
-        candidates = {k: ref_model.linear2(a) for k, a in acts.items()}
-    name = _close_to_any(got, candidates) if got.shape == tuple(want.shape) else None
-    hint = FFN_HINTS[name] if name else "linear1 -> activation -> dropout -> linear2, applied to every token."
-    assert_close(got, want, what=f"PositionwiseFeedForward(12, 30, activation={activation!r})", atol=ATOL, rtol=RTOL,
-                 hint=hint)
+        mistakes = {FFN_HINTS[k]: ref_model.linear2(a) for k, a in acts.items()}
+    assert_matches(got, want, what=f"PositionwiseFeedForward(12, 30, activation={activation!r})", atol=ATOL,
+                   rtol=RTOL, **MATCH, mistakes=mistakes,
+                   hint="linear1 -> activation -> dropout -> linear2, applied to every token.")
 
 
 LAYER_HINTS = {
@@ -454,17 +453,15 @@ def test_encoder_layer_matches_reference(student, case):
         mask = None
     with torch.no_grad():
         want = ref_model(x, mask)
-        candidates = {k: _layer_variant(ref_model, x, mask, k) for k in LAYER_HINTS if mask is not None
-                      or k != "mask_ignored"}
+        mistakes = {text: _layer_variant(ref_model, x, mask, k) for k, text in LAYER_HINTS.items()
+                    if mask is not None or k != "mask_ignored"}
     results = _run(student, "EncoderLayer", init, state, [{"args": [x, mask]}])
     what = f"EncoderLayer({d}, {h}, 40, activation={activation!r}) with {case.split('_', 1)[1].replace('_', ' ')}"
     got = _tensor(results[0]["out"], what)
-    name = _close_to_any(got, candidates) if got.shape == tuple(want.shape) else None
-    hint = LAYER_HINTS[name] if name else (
+    assert_matches(got, want, what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes=mistakes, hint=(
         "If MultiHeadAttention and PositionwiseFeedForward pass their tests, check the order: "
         "x = norm1(x + dropout(self_attn(x, x, x, mask))); x = norm2(x + dropout(ffn(x))); and that "
-        "layer_norm_eps reaches both nn.LayerNorm.")
-    assert_close(got, want, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+        "layer_norm_eps reaches both nn.LayerNorm."))
 
 
 def test_encoder_layer_permutation_equivariant(student):
@@ -557,15 +554,13 @@ def test_encoder_matches_reference(student, case):
     src_mask = None if case == "default_padding_mask" else torch.tril(torch.ones(8, 8, dtype=torch.bool))
     with torch.no_grad():
         want = ref_model(ids, src_mask)
-        candidates = {k: _encoder_variant(ref_model, ids, src_mask, k) for k in ENCODER_HINTS}
+        mistakes = {text: _encoder_variant(ref_model, ids, src_mask, k) for k, text in ENCODER_HINTS.items()}
     results = _run(student, "Encoder", init, state, [{"args": [ids], "kwargs": {"src_mask": src_mask}}])
     what = f"Encoder(vocab 23, d_model 16, 4 heads, 2 layers, pad_id=1) with {case.replace('_', ' ')}"
     got = _tensor(results[0]["out"], what)
-    name = _close_to_any(got, candidates) if got.shape == tuple(want.shape) else None
-    hint = ENCODER_HINTS[name] if name else (
+    assert_matches(got, want, what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes=mistakes, hint=(
         "x = dropout(embedding(ids) * sqrt(d_model) + pe[:n]); then every layer with the mask "
-        "(padding_mask(src_ids, pad_id) when src_mask is None).")
-    assert_close(got, want, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+        "(padding_mask(src_ids, pad_id) when src_mask is None)."))
 
 
 def _exact_pe(max_len, d_model):
@@ -584,21 +579,23 @@ def _pe_of(student, max_len, d_model):
     return got
 
 
-def _pe_hint(pe, exact):
-    if pe.shape != exact.shape:
-        return ""
-    err = np.abs(pe - exact).max()
-    if np.allclose(pe, np.concatenate([exact[:, 0::2], exact[:, 1::2]], axis=1), atol=1e-5):
-        return " The sines and cosines are not interleaved: PE[p, 2i] = sin, PE[p, 2i+1] = cos (slide 22)."
+def _pe_diagnosis(pe, exact):
+    """The known mistakes behind a wrong pe buffer (named within 1e-5), and the hint when none of them is it:
+    keyword arguments for assert_matches."""
     swapped = exact.copy()
     swapped[:, 0::2], swapped[:, 1::2] = exact[:, 1::2], exact[:, 0::2]
-    if np.allclose(pe, swapped, atol=1e-5):
-        return " sin and cos are swapped: even columns are sin, odd columns cos."
+    mistakes = {
+        "The sines and cosines are not interleaved: PE[p, 2i] = sin, PE[p, 2i+1] = cos (slide 22).":
+        np.concatenate([exact[:, 0::2], exact[:, 1::2]], axis=1),
+        "sin and cos are swapped: even columns are sin, odd columns cos.": swapped,
+    }
+    hint = "PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(p / 10000^(2i/d_model)) (slide 22)."
+    err = np.abs(pe - exact).max() if pe.shape == exact.shape else np.inf
     if err < 1e-3:
-        return (f" The table is off by up to {err:.1e}: it seems computed in float32 arithmetic, which loses the "
+        hint = (f"The table is off by up to {err:.1e}: it seems computed in float32 arithmetic, which loses the "
                 "angle p / 10000^(2i/d) at large p. Compute it in float64, as in stage 4, and convert once with "
                 ".float().")
-    return " PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(p / 10000^(2i/d_model)) (slide 22)."
+    return dict(mistakes=mistakes, hint=hint, match_atol=1e-5, match_rtol=1e-5)
 
 
 def test_pe_buffer(student):
@@ -611,7 +608,7 @@ def test_pe_buffer(student):
     pe = assert_shape(got["pe"], (64, 32), "Encoder(max_len=64, d_model=32).pe")
     exact = _exact_pe(64, 32)
     # float32 arithmetic at positions < 64 stays within ~5e-6 of the exact table: only formula mistakes exceed 1e-5
-    assert_close(pe, exact, what="Encoder(max_len=64, d_model=32).pe", atol=1e-5, rtol=0, hint=_pe_hint(pe, exact))
+    assert_matches(pe, exact, what="Encoder(max_len=64, d_model=32).pe", atol=1e-5, rtol=0, **_pe_diagnosis(pe, exact))
 
 
 def test_pe_buffer_full_precision(student):
@@ -621,8 +618,8 @@ def test_pe_buffer_full_precision(student):
     exact = _exact_pe(512, 64)
     # rounding the exact table to float32 costs at most half an ulp (6e-8 for |x| <= 1); any float64
     # construction rounded once is within 1.2e-7; float32 arithmetic is off by ~1e-5 to 1e-4 at p ~ 500
-    assert_close(pe, exact, what="Encoder(max_len=512, d_model=64).pe", atol=1.2e-7, rtol=0,
-                 hint=_pe_hint(pe, exact))
+    assert_matches(pe, exact, what="Encoder(max_len=512, d_model=64).pe", atol=1.2e-7, rtol=0,
+                   **_pe_diagnosis(pe, exact))
 
 
 # ----------------------------------------------------------------------------- training behaviour
@@ -772,6 +769,7 @@ def test_no_forbidden_attention_api(student):
 def _standin():
     """The torch-built stand-in of this stage (grader code), used as a timing yardstick."""
     import importlib.util
+
     from grader.engine import paths
     spec = importlib.util.spec_from_file_location("_a05_standin_timing", paths.SANDBOX / "standins" / "a05_encoder.py")
     module = importlib.util.module_from_spec(spec)

@@ -24,14 +24,26 @@ import numpy as np
 import pytest
 import torch
 
-from grader.engine import paths
+from grader.engine import stages
+from grader.engine.testing import (
+    as_array,
+    assert_close,
+    assert_matches,
+    assert_shape,
+    check_weights_loaded,
+    probe_tensor,
+    raises_student,
+    randomise_norms_and_biases,
+    reference,
+)
 from grader.lab import pretrained
-from grader.engine.testing import (as_array, assert_close, assert_shape, check_weights_loaded, probe_tensor, raises_student,
-                            randomise_norms_and_biases, reference)
 
 STAGE = "a07_bert_mlm"
 ATOL = RTOL = 1e-5
 PRETRAINED_ATOL = 1e-4
+# A catalogued mistake is named when the (finite) result is at least five times closer to it than to the
+# expected value, so a mistake is named only when the evidence points at it.
+MATCH = dict(match_atol=0.0, match_rtol=0.0, match_fraction=0.2, finite=True)
 SMALL = dict(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
              max_position_embeddings=16, type_vocab_size=2, dropout=0.0)
 EMB = dict(vocab_size=50, hidden_size=32, max_position_embeddings=16, type_vocab_size=2, dropout=0.0)
@@ -100,29 +112,6 @@ def _mlm_pair(out, what):
     return out
 
 
-def _np(value):
-    return np.asarray(value.detach().numpy() if isinstance(value, torch.Tensor) else value, dtype=np.float64)
-
-
-def _diagnose(actual, expected, candidates, default=""):
-    """The hint of the first wrong variant that explains the student's values, else `default`.
-
-    A variant explains them when it is at least five times closer to them than the expected value is,
-    so a mistake is named only when the evidence points at it."""
-    a, e = _np(actual), _np(expected)
-    if a.shape != e.shape or not np.all(np.isfinite(a)):
-        return default
-    miss = np.abs(a - e).max(initial=0.0)
-    for hint, make in candidates:
-        try:
-            c = _np(make())
-        except Exception:  # noqa: BLE001 - a variant that cannot be formed here is simply not the mistake
-            continue
-        if c.shape == a.shape and np.abs(a - c).max(initial=0.0) <= 0.2 * miss:
-            return hint
-    return default
-
-
 class tanh_gelu:
     """Inside this block every F.gelu of the reference is the tanh approximation (to name the mistake)."""
 
@@ -187,12 +176,11 @@ def test_embeddings_forward(student, types):
     out = _tensor(out, what)
     assert_shape(out, (3, 9, 32), what=what)
     expected = _forward(_variant("BertEmbeddings", EMB, state), ids, **kwargs)
-    hint = _diagnose(out, expected, [
-        (HINT_POSITION, lambda: _forward(_variant("BertEmbeddings", EMB, state, zero=("position",)), ids, **kwargs)),
-        (HINT_TYPES, lambda: _forward(_variant("BertEmbeddings", EMB, state, zero=("token_type",)), ids, **kwargs)),
-        (HINT_EPS, lambda: _forward(_variant("BertEmbeddings", EMB, state, layer_norm_eps=1e-5), ids, **kwargs)),
-    ], default="Sum the three embeddings, then norm, then dropout (slides 20, 26, 65).")
-    assert_close(out, expected, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+    assert_matches(out, expected, what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes={
+        HINT_POSITION: lambda: _forward(_variant("BertEmbeddings", EMB, state, zero=("position",)), ids, **kwargs),
+        HINT_TYPES: lambda: _forward(_variant("BertEmbeddings", EMB, state, zero=("token_type",)), ids, **kwargs),
+        HINT_EPS: lambda: _forward(_variant("BertEmbeddings", EMB, state, layer_norm_eps=1e-5), ids, **kwargs),
+    }, hint="Sum the three embeddings, then norm, then dropout (slides 20, 26, 65).")
 
 
 # ----------------------------------------------------------------------------- BertModel
@@ -235,13 +223,12 @@ def test_model_forward_without_mask(student):
     out = _tensor(out, what)
     assert_shape(out, (2, 11, 32), what=what)
     expected = _forward(_variant("BertModel", SMALL, state), ids)
-    hint = _diagnose(out, expected, [
-        (HINT_POSITION, lambda: _forward(_variant("BertModel", SMALL, state, zero=("position",)), ids)),
-        (HINT_TYPES, lambda: _forward(_variant("BertModel", SMALL, state, zero=("token_type",)), ids)),
-        (HINT_EPS, lambda: _forward(_variant("BertModel", SMALL, state, layer_norm_eps=1e-5), ids)),
-    ], default="Embeddings, then every EncoderLayer(..., activation=\"gelu\", layer_norm_eps=layer_norm_eps) in "
-               "turn; attention_mask=None means every token is real.")
-    assert_close(out, expected, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+    assert_matches(out, expected, what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes={
+        HINT_POSITION: lambda: _forward(_variant("BertModel", SMALL, state, zero=("position",)), ids),
+        HINT_TYPES: lambda: _forward(_variant("BertModel", SMALL, state, zero=("token_type",)), ids),
+        HINT_EPS: lambda: _forward(_variant("BertModel", SMALL, state, layer_norm_eps=1e-5), ids),
+    }, hint="Embeddings, then every EncoderLayer(..., activation=\"gelu\", layer_norm_eps=layer_norm_eps) in "
+            "turn; attention_mask=None means every token is real.")
 
 
 @pytest.mark.parametrize("dtype", ["long", "bool"])
@@ -259,12 +246,11 @@ def test_model_padding_mask(student, dtype):
     out, out_noisy = _tensor(out, what), _tensor(out_noisy, what)
     assert_shape(out, (4, 12, 32), what=what)
     expected = _forward(_variant("BertModel", SMALL, state), ids, attention_mask=mask)
-    hint = _diagnose(out[real], expected[mask.bool()], [
-        (HINT_MASK_IGNORED, lambda: _forward(_variant("BertModel", SMALL, state), ids)[mask.bool()]),
-        ("attention_mask seems inverted: 1/True marks the real tokens, which may be attended; padding (0/False) "
-         "may not.", lambda: _forward(_variant("BertModel", SMALL, state), ids, attention_mask=1 - mask)[mask.bool()]),
-    ], default="attention_mask (B, n) becomes the stage-5 mask attention_mask.bool()[:, None, None, :].")
-    assert_close(out[real], expected[mask.bool()], what=what, atol=ATOL, rtol=RTOL, hint=hint)
+    assert_matches(out[real], expected[mask.bool()], what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes={
+        HINT_MASK_IGNORED: lambda: _forward(_variant("BertModel", SMALL, state), ids)[mask.bool()],
+        "attention_mask seems inverted: 1/True marks the real tokens, which may be attended; padding (0/False) "
+        "may not.": lambda: _forward(_variant("BertModel", SMALL, state), ids, attention_mask=1 - mask)[mask.bool()],
+    }, hint="attention_mask (B, n) becomes the stage-5 mask attention_mask.bool()[:, None, None, :].")
     assert_close(out_noisy[real], out[real], what=what + " after changing only the padded ids", atol=ATOL, rtol=RTOL,
                  hint="Real tokens must not look at padding keys. " + HINT_MASK_IGNORED)
 
@@ -277,11 +263,10 @@ def test_model_token_type_ids(student):
     (out,) = _run(student, "BertModel", SMALL, state, [{"args": [ids], "kwargs": {"token_type_ids": types}}])
     what = "BertModel(input_ids (2, 10), token_type_ids=[[0]*6 + [1]*4, [0]*3 + [1]*7])"
     expected = _forward(_variant("BertModel", SMALL, state), ids, token_type_ids=types)
-    hint = _diagnose(_tensor(out, what), expected, [
+    assert_matches(_tensor(out, what), expected, what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes=[
         (HINT_TYPES, lambda: _forward(_variant("BertModel", SMALL, state), ids)),
         (HINT_TYPES, lambda: _forward(_variant("BertModel", SMALL, state, zero=("token_type",)), ids)),
-    ], default="Pass token_type_ids on to BertEmbeddings.")
-    assert_close(out, expected, what=what, atol=ATOL, rtol=RTOL, hint=hint)
+    ], hint="Pass token_type_ids on to BertEmbeddings.")
 
 
 def test_model_dropout_only_in_training(student):
@@ -381,7 +366,8 @@ def test_mlm_head_structure_and_tying(student):
                         "bert.embeddings.word_embeddings.weight": [50, 32]}.items():
         if s["params"].get(name) != shape:
             raise AssertionError(f"BertForMaskedLM(vocab_size=50, hidden_size=32) should have {name} of shape "
-                                 f"{tuple(shape)}, got {s['params'].get(name)}. Names of the contract: {CONTRACT_NAMES}")
+                                 f"{tuple(shape)}, got {s['params'].get(name)}. "
+                                 f"Names of the contract: {CONTRACT_NAMES}")
     if not attrs.get("tied"):
         raise AssertionError(
             "mlm_head.decoder.weight is not the same tensor as bert.embeddings.word_embeddings.weight: the decoder "
@@ -410,13 +396,12 @@ def test_mlm_forward(student):
     hidden = _forward(ref_model.bert, ids, attention_mask=mask)
     with tanh_gelu():  # the stage-5 layers are a stand-in here, so a tanh GELU can only be in the head
         tanh_logits = _forward(ref_model.mlm_head, hidden)[real]
-    hint = _diagnose(logits[real.numpy()], ref_logits[real], [
-        (HINT_TANH, lambda: tanh_logits),
-        (HINT_EPS, lambda: _forward(_variant("BertForMaskedLM", SMALL, state, layer_norm_eps=1e-5), ids,
-                                    attention_mask=mask)[1][real]),
-    ], default="logits = decoder(norm(gelu(dense(hidden)))) + bias, for every token (slides 51, 58).")
-    assert_close(logits[real.numpy()], ref_logits[real], what=what + " logits at real tokens", atol=ATOL, rtol=RTOL,
-                 hint=hint)
+    assert_matches(logits[real.numpy()], ref_logits[real], what=what + " logits at real tokens", atol=ATOL,
+                   rtol=RTOL, **MATCH, mistakes={
+                       HINT_TANH: tanh_logits,
+                       HINT_EPS: lambda: _forward(_variant("BertForMaskedLM", SMALL, state, layer_norm_eps=1e-5), ids,
+                                                  attention_mask=mask)[1][real],
+                   }, hint="logits = decoder(norm(gelu(dense(hidden)))) + bias, for every token (slides 51, 58).")
     assert_close(_tensor(loss, what + " loss"), ref_loss, what=what + " loss", atol=ATOL, rtol=RTOL,
                  hint="The loss is mlm_loss(logits, labels): the mean over the 4 labelled positions only.")
     loss2, logits2 = _mlm_pair(without, "BertForMaskedLM(input_ids, attention_mask) without labels")
@@ -441,11 +426,10 @@ def test_mlm_gradient_reaches_tied_embeddings(student):
         raise AssertionError(f"after loss.backward(), {name} has no gradient; is the loss a tensor computed from "
                              "the model's logits (no .item(), no torch.no_grad)?")
     expected, untied = (_embedding_grad(state, ids, mask, labels, tie) for tie in (True, False))
-    hint = _diagnose(got, expected, [
-        ("With tied weights this matrix gets gradient from the input embedding AND from the output decoder; yours "
-         "gets only the first. Tie mlm_head.decoder.weight to it (the same Parameter, not a copy).", lambda: untied),
-    ], default="If the logits and the loss are right, the gradient follows; check that nothing is detached.")
-    assert_close(got, expected, what=f"the gradient of {name}", atol=ATOL, rtol=1e-4, hint=hint)
+    assert_matches(got, expected, what=f"the gradient of {name}", atol=ATOL, rtol=1e-4, **MATCH, mistakes={
+        "With tied weights this matrix gets gradient from the input embedding AND from the output decoder; yours "
+        "gets only the first. Tie mlm_head.decoder.weight to it (the same Parameter, not a copy).": untied,
+    }, hint="If the logits and the loss are right, the gradient follows; check that nothing is detached.")
 
 
 def _embedding_grad(state, ids, mask, labels, tied):
@@ -481,15 +465,13 @@ def test_mlm_loss_values(student):
     keep = labels != -100
     per_token = torch.nn.functional.cross_entropy(logits.reshape(-1, 11), labels.reshape(-1).clamp(min=0),
                                                   reduction="none").reshape(3, 7)
-    hint = _diagnose(got, expected, [
-        ("Your loss seems averaged over every position; -100 positions must not count, divide by the number of "
-         "labelled positions.", lambda: per_token[keep].sum() / labels.numel()),
-        ("Your loss seems summed; BERT's loss is the mean over labelled positions.",
-         lambda: per_token[keep].sum()),
-        ("Your loss seems to include the -100 positions; skip them (ignore_index=-100 or a boolean mask).",
-         lambda: per_token.mean()),
-    ], default="Cross-entropy of the logits against the labels, only where label != -100, averaged (slide 58).")
-    assert_close(got, expected.detach(), what=what, atol=1e-6, rtol=1e-5, hint=hint)
+    assert_matches(got, expected.detach(), what=what, atol=1e-6, rtol=1e-5, **MATCH, mistakes={
+        "Your loss seems averaged over every position; -100 positions must not count, divide by the number of "
+        "labelled positions.": lambda: per_token[keep].sum() / labels.numel(),
+        "Your loss seems summed; BERT's loss is the mean over labelled positions.": lambda: per_token[keep].sum(),
+        "Your loss seems to include the -100 positions; skip them (ignore_index=-100 or a boolean mask).":
+        lambda: per_token.mean(),
+    }, hint="Cross-entropy of the logits against the labels, only where label != -100, averaged (slide 58).")
     if reply["grad"] is None:
         raise AssertionError(f"{what} is not differentiable with respect to the logits; keep it a tensor in the graph")
     assert_close(reply["grad"], x.grad, what=f"the gradient of {what}", atol=1e-6, rtol=1e-5,
@@ -676,7 +658,7 @@ MIN_ACCURACY = 0.3  # the reference reaches ~0.46; predicting the most frequent 
 @pytest.fixture(scope="module")
 def mlm_task():
     from tokenizers import Tokenizer
-    data = paths.ASSIGNMENTS / STAGE / "data"
+    data = stages.get(STAGE).folder / "data"
     tok = Tokenizer.from_file(str(data / "tokenizer.json"))
     vocab = tok.get_vocab_size()
     specials = [tok.token_to_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]

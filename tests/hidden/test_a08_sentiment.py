@@ -29,13 +29,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.engine import paths
+from grader.engine import paths, stages
+from grader.engine.testing import assert_close, assert_matches, assert_shape, probe_tensor, raises_student, reference
 from grader.lab import pretrained
-from grader.engine.testing import assert_close, assert_shape, probe_tensor, raises_student, reference
 
 STAGE = "a08_sentiment"
 ATOL = 1e-5
 PRETRAINED_ATOL = 1e-4
+# A catalogued mistake is named when the (finite) result reproduces it to 1e-4 absolute, 1e-3 relative.
+MATCH = dict(match_atol=1e-4, match_rtol=1e-3, finite=True)
 TINY = dict(vocab_size=40, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
             max_position_embeddings=24, type_vocab_size=2, dropout=0.0, layer_norm_eps=1e-12, pad_id=0)
 PAD, CLS, SEP = 0, 2, 3
@@ -124,31 +126,6 @@ def _losses(reply, epochs, what):
     return losses
 
 
-def _same(actual, candidate, atol=1e-4):
-    a = np.asarray(actual, dtype=np.float64)
-    c = np.asarray(candidate.detach().numpy() if isinstance(candidate, torch.Tensor) else candidate, np.float64)
-    return a.shape == c.shape and bool(np.all(np.isfinite(a))) and bool(np.allclose(a, c, atol=atol, rtol=1e-3))
-
-
-def _diagnose(actual, candidates, default=""):
-    """The hint of the first wrong variant whose output the student reproduces, else `default`."""
-    for hint, make in candidates:
-        try:
-            if _same(actual, make()):
-                return hint
-        except Exception:  # noqa: BLE001 - a variant that cannot be formed here is not the mistake
-            continue
-    return default
-
-
-def _assert_matches(out, expected, *, what, atol, rtol, candidates, default):
-    """assert_close; only when it fails, look for the known mistake that explains the result (for the hint)."""
-    try:
-        assert_close(out, expected, what=what, atol=atol, rtol=rtol)
-    except AssertionError:
-        assert_close(out, expected, what=what, atol=atol, rtol=rtol, hint=_diagnose(out, candidates, default))
-
-
 HINT_PADDING = ("Padding positions were averaged in: multiply by the attention mask before summing and divide by "
                 "the number of real tokens (mask.sum), not by n (slide 67).")
 HINT_CLS_LAST = ('pooling="cls" seems to take the last position; [CLS] is the first token: hidden[:, 0] '
@@ -169,11 +146,11 @@ def test_mean_pool_values(student, dtype):
     what = f"mean_pool(hidden (3, 6, 5), attention_mask (3, 6) of {dtype})"
     out = assert_shape(student.mean_pool(hidden, mask), (3, 5), what=what)
     expected = R().mean_pool(hidden, mask)
-    _assert_matches(out, expected, what=what, atol=ATOL, rtol=ATOL,
-                    candidates=[(HINT_PADDING, lambda: hidden.mean(dim=1)),
-                                ("The sum over real tokens was not divided by their number.",
-                                 lambda: (hidden * mask.float()[..., None]).sum(1))],
-                    default="Row b is hidden[b, mask[b] == 1].mean(0); the mask may be bool, int or float.")
+    assert_matches(out, expected, what=what, atol=ATOL, rtol=ATOL, **MATCH,
+                   mistakes={HINT_PADDING: lambda: hidden.mean(dim=1),
+                             "The sum over real tokens was not divided by their number.":
+                             lambda: (hidden * mask.float()[..., None]).sum(1)},
+                   hint="Row b is hidden[b, mask[b] == 1].mean(0); the mask may be bool, int or float.")
 
 
 def test_mean_pool_all_padding_row_is_zero(student):
@@ -283,7 +260,7 @@ def test_classifier_logits_pretrained(student, minilm, pooling):
     W, b = head["classifier.weight"], head["classifier.bias"]
     lengths = mask.sum(1)
     effective = "cls" if pooling == "default" else pooling
-    candidates = [
+    mistakes = [  # (description, value) pairs: HINT_NO_MASK covers two variants
         (HINT_CLS_LAST, lambda: hidden[:, -1] @ W.T + b),
         ('pooling="cls" seems to take the last real token ([SEP]); [CLS] is the first token: hidden[:, 0].',
          lambda: hidden[torch.arange(len(ids)), lengths - 1] @ W.T + b),
@@ -292,14 +269,14 @@ def test_classifier_logits_pretrained(student, minilm, pooling):
         (HINT_NO_MASK, lambda: R().mean_pool(bare(), mask) @ W.T + b),
     ]
     if effective == "cls":
-        candidates.append(('You seem to use mean pooling; the default and pooling="cls" take the [CLS] vector, '
-                           "hidden[:, 0].", lambda: R().mean_pool(hidden, mask) @ W.T + b))
+        mistakes.append(('You seem to use mean pooling; the default and pooling="cls" take the [CLS] vector, '
+                         "hidden[:, 0].", lambda: R().mean_pool(hidden, mask) @ W.T + b))
     else:
-        candidates.append(('pooling="mean" seems to take the [CLS] vector; it must average the real tokens with '
-                           "mean_pool.", lambda: hidden[:, 0] @ W.T + b))
-    _assert_matches(out, expected, what=what, atol=PRETRAINED_ATOL, rtol=0, candidates=candidates,
-                    default="logits = classifier(dropout(pooled)), pooled from encoder(input_ids, "
-                            "attention_mask=attention_mask) (slides 67, 71).")
+        mistakes.append(('pooling="mean" seems to take the [CLS] vector; it must average the real tokens with '
+                         "mean_pool.", lambda: hidden[:, 0] @ W.T + b))
+    assert_matches(out, expected, what=what, atol=PRETRAINED_ATOL, rtol=0, **MATCH, mistakes=mistakes,
+                   hint="logits = classifier(dropout(pooled)), pooled from encoder(input_ids, "
+                        "attention_mask=attention_mask) (slides 67, 71).")
 
 
 def test_classifier_without_mask_means_all_real(student):
@@ -513,14 +490,14 @@ def _jsonl(path):
 @pytest.mark.slow
 def test_accuracy_on_held_out_tweets(student, minilm):
     """Fine-tuned on 320 public tweets, the classifier labels the hidden test tweets with accuracy >= 0.75"""
-    train = _jsonl(paths.ASSIGNMENTS / STAGE / "data" / "train.jsonl")
+    train = _jsonl(stages.get(STAGE).folder / "data" / "train.jsonl")
     train = ([r for r in train if r["label"] == 0][:ACC_TRAIN_PER_CLASS]
              + [r for r in train if r["label"] == 1][:ACC_TRAIN_PER_CLASS])
     train.sort(key=lambda r: r["id"])  # mixes the classes in a fixed order
     ids, mask = _tokenize([r["text"] for r in train], ACC_MAX_TOKENS)
     labels = torch.tensor([r["label"] for r in train])
 
-    test = _jsonl(paths.HIDDEN_TESTS / "data" / f"{STAGE}_test.jsonl")
+    test = _jsonl(paths.HIDDEN_DATA / f"{STAGE}_test.jsonl")
     t_ids, t_mask = _tokenize([r["text"] for r in test], ACC_MAX_TOKENS)
     order = torch.argsort(t_mask.sum(1), stable=True)  # length buckets: less padding, same predictions
     buckets, positions = [], []

@@ -23,12 +23,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.engine import paths
+from grader.engine import paths, stages
+from grader.engine.testing import as_array, assert_close, assert_matches, assert_shape, raises_student, reference
 from grader.lab import pretrained
-from grader.engine.testing import as_array, assert_close, assert_shape, raises_student, reference
 
 STAGE = "a09_retrieval"
 ATOL = 1e-4
+# A catalogued mistake is named when the (finite) embeddings reproduce it to 1e-3 absolute, 1e-5 relative.
+MATCH = dict(match_atol=1e-3, match_rtol=1e-5, finite=True)
 TOP_K = 3
 
 
@@ -61,8 +63,13 @@ def _jsonl(path):
         return [json.loads(line) for line in f]
 
 
+def _doc_records():
+    """The shipped lecture notes, assignments/a09_retrieval/data/docs.jsonl."""
+    return _jsonl(stages.get(STAGE).folder / "data" / "docs.jsonl")
+
+
 def _docs():
-    return [f"{d['title']}. {d['text']}" for d in _jsonl(paths.ASSIGNMENTS / STAGE / "data" / "docs.jsonl")]
+    return [f"{d['title']}. {d['text']}" for d in _doc_records()]
 
 
 def _expected(minilm, sentences, batch_size=64):
@@ -93,30 +100,6 @@ def _variant(minilm, sentences, batch_size=64, *, pooling="mean", normalise=True
             pooled = (hidden * w).sum(1) / w.sum(1)
         out.append(F.normalize(pooled, dim=-1) if normalise else pooled)
     return torch.cat(out)
-
-
-def _close(actual, candidate, atol=1e-3):
-    a = np.asarray(actual, dtype=np.float64)
-    c = candidate.detach().numpy().astype(np.float64)
-    return a.shape == c.shape and bool(np.all(np.isfinite(a))) and bool(np.allclose(a, c, atol=atol))
-
-
-def _diagnose(actual, candidates, default):
-    for hint, make in candidates:
-        try:
-            if _close(actual, make()):
-                return hint
-        except Exception:  # noqa: BLE001 - a variant that cannot be formed is not the mistake
-            continue
-    return default
-
-
-def _assert_matches(out, expected, *, what, atol, rtol, candidates, default):
-    """assert_close; only when it fails, look for the known mistake that explains the result (for the hint)."""
-    try:
-        assert_close(out, expected, what=what, atol=atol, rtol=rtol)
-    except AssertionError:
-        assert_close(out, expected, what=what, atol=atol, rtol=rtol, hint=_diagnose(out, candidates, default))
 
 
 HINT_NORM = "The rows are not unit vectors: divide each pooled vector by its L2 norm (F.normalize(x, dim=-1))."
@@ -154,12 +137,12 @@ def test_embed_matches_minilm(student, minilm, batch_size):
     out, _ = _embed(student, minilm, SENTENCES, batch_size)
     assert_shape(out, (len(SENTENCES), 384), what=what)
     expected = _expected(minilm, SENTENCES, batch_size)
-    _assert_matches(out, expected, what=what, atol=ATOL, rtol=0, candidates=[
-        (HINT_NORM, lambda: _variant(minilm, SENTENCES, batch_size, normalise=False)),
-        (HINT_CLS, lambda: _variant(minilm, SENTENCES, batch_size, pooling="cls")),
-        (HINT_PAD, lambda: _variant(minilm, SENTENCES, batch_size, pooling="mean_all")),
-    ], default="Recipe: ids and attention mask from the tokenizer (padding to the longest in the batch), "
-               "model(ids, attention_mask=mask), mean over the real tokens, then L2-normalise each row.")
+    assert_matches(out, expected, what=what, atol=ATOL, rtol=0, **MATCH, mistakes={
+        HINT_NORM: lambda: _variant(minilm, SENTENCES, batch_size, normalise=False),
+        HINT_CLS: lambda: _variant(minilm, SENTENCES, batch_size, pooling="cls"),
+        HINT_PAD: lambda: _variant(minilm, SENTENCES, batch_size, pooling="mean_all"),
+    }, hint="Recipe: ids and attention mask from the tokenizer (padding to the longest in the batch), "
+            "model(ids, attention_mask=mask), mean over the real tokens, then L2-normalise each row.")
 
 
 def test_embed_rows_have_unit_norm(student, minilm):
@@ -182,10 +165,10 @@ def test_embed_truncates_at_256_tokens(student, minilm):
     out, _ = _embed(student, minilm, texts)
     assert_shape(out, (2, 384), what=what)
     expected = _expected(minilm, texts)
-    _assert_matches(out, expected, what=what, atol=ATOL, rtol=0,
-                    candidates=[(HINT_128, lambda: _variant(minilm, texts, max_tokens=128)),
-                                (HINT_NO_TRUNC, lambda: _variant(minilm, texts, max_tokens=None))],
-                    default="Truncate at 256 tokens: tokenizer.enable_truncation(max_length=256).")
+    assert_matches(out, expected, what=what, atol=ATOL, rtol=0, **MATCH,
+                   mistakes={HINT_128: lambda: _variant(minilm, texts, max_tokens=128),
+                             HINT_NO_TRUNC: lambda: _variant(minilm, texts, max_tokens=None)},
+                   hint="Truncate at 256 tokens: tokenizer.enable_truncation(max_length=256).")
 
 
 def test_embed_pads_to_longest_in_batch(student, minilm):
@@ -278,8 +261,8 @@ def test_top_k_k_equal_to_documents(student):
 def test_retrieval_on_lecture_notes(student, minilm):
     """Searching the lecture notes finds a relevant note in the top 3 for the hidden questions (slide 70)"""
     docs = _docs()
-    cases = _jsonl(paths.HIDDEN_TESTS / "data" / f"{STAGE}_queries.jsonl")
-    ids = [d["id"] for d in _jsonl(paths.ASSIGNMENTS / STAGE / "data" / "docs.jsonl")]
+    cases = _jsonl(paths.HIDDEN_DATA / f"{STAGE}_queries.jsonl")
+    ids = [d["id"] for d in _doc_records()]
     questions = [c["query"] for c in cases]
     reply = student.probe("retrieve", encoder=minilm["spec"], tokenizer_path=minilm["tokenizer"],
                           documents=docs, queries=questions, k=TOP_K)

@@ -122,7 +122,8 @@ def test_a_stage_9_that_reuses_its_own_stage_8_mean_pool_is_not_charged_for_its_
     a09 = sub / "a09_retrieval.py"
     text = a09.read_text(encoding="utf-8")
     assert POOLING in text
-    text = text.replace(POOLING, "            pooled = mean_pool(hidden, mask)  # (b, H): the student's stage-8 helper\n")
+    own = "            pooled = mean_pool(hidden, mask)  # (b, H): the student's stage-8 helper\n"
+    text = text.replace(POOLING, own)
     a09.write_text(text.replace("import torch.nn.functional as F\n",
                                 "import torch.nn.functional as F\nfrom a08_sentiment import mean_pool\n", 1),
                    encoding="utf-8")

@@ -7,55 +7,18 @@ post-norm) to 1e-5 with copied weights, with and without masks. torch's
 boolean attention masks are True = blocked, ours True = may attend, so masks
 are inverted on the way in.
 """
-import importlib.util
-import pathlib
-
 import pytest
 import torch
+from conftest import load_module
+from oracles import copy_attention, copy_layer, no_fastpath  # noqa: F401 - no_fastpath is an autouse fixture
 from torch import nn
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 ATOL = 1e-5
 
-
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 IMPLS = {
-    "solution": _load("solutions/a05_encoder.py", "_oracle_a05_solution"),
-    "standin": _load("grader/sandbox/standins/a05_encoder.py", "_oracle_a05_standin"),
+    "solution": load_module("solutions/a05_encoder.py", "_oracle_a05_solution"),
+    "standin": load_module("grader/sandbox/standins/a05_encoder.py", "_oracle_a05_standin"),
 }
-
-
-@pytest.fixture(autouse=True)
-def _no_fastpath():
-    """The fused fast path of torch's encoder layer drops padded positions; compare the plain math."""
-    previous = torch.backends.mha.get_fastpath_enabled()
-    torch.backends.mha.set_fastpath_enabled(False)
-    yield
-    torch.backends.mha.set_fastpath_enabled(previous)
-
-
-def _copy_attention(ours, theirs):
-    """Our w_q, w_k, w_v, w_o -> torch's packed in_proj and out_proj."""
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
-        theirs.out_proj.weight.copy_(ours.w_o.weight)
-        theirs.out_proj.bias.copy_(ours.w_o.bias)
-
-
-def _copy_layer(ours, theirs):
-    _copy_attention(ours.self_attn, theirs.self_attn)
-    with torch.no_grad():
-        for a, b in [(ours.ffn.linear1, theirs.linear1), (ours.ffn.linear2, theirs.linear2),
-                     (ours.norm1, theirs.norm1), (ours.norm2, theirs.norm2)]:
-            b.weight.copy_(a.weight)
-            b.bias.copy_(a.bias)
 
 
 def _max_diff(a, b):
@@ -97,7 +60,7 @@ def test_attention_matches_nn_multiheadattention(impl, kind):
     B, m, n, d, h = 3, 5, 7, 16, 4
     ours = mod.MultiHeadAttention(d, h).eval()
     theirs = nn.MultiheadAttention(d, h, batch_first=True).eval()
-    _copy_attention(ours, theirs)
+    copy_attention(ours, theirs)
     q, k, v = torch.randn(B, m, d), torch.randn(B, n, d), torch.randn(B, n, d)
     mask, kw = _masks(B, h, m, n, gen)[kind]
     with torch.no_grad():
@@ -123,7 +86,7 @@ def test_encoder_layer_matches_nn_transformerencoderlayer(impl, activation, kind
     ours = mod.EncoderLayer(d, h, d_ff, activation=activation, layer_norm_eps=eps).eval()
     theirs = nn.TransformerEncoderLayer(d, h, d_ff, dropout=0.0, activation=activation,
                                         layer_norm_eps=eps, batch_first=True, norm_first=False).eval()
-    _copy_layer(ours, theirs)
+    copy_layer(ours, theirs)
     x = torch.randn(B, n, d)
     mask, kw = _masks(B, h, n, n, gen)[kind]
     kw = {"src_mask": kw["attn_mask"]} if "attn_mask" in kw else (
@@ -143,7 +106,7 @@ def test_encoder_matches_torch_stack(impl):
     ours = mod.Encoder(V, d, h, d_ff, L, max_len=20, pad_id=pad).eval()
     layers = [nn.TransformerEncoderLayer(d, h, d_ff, dropout=0.0, batch_first=True).eval() for _ in range(L)]
     for a, b in zip(ours.layers, layers):
-        _copy_layer(a, b)
+        copy_layer(a, b)
     ids = torch.randint(2, V, (2, 9))
     ids[0, 6:] = pad
     p = torch.arange(20, dtype=torch.float64)[:, None]

@@ -15,6 +15,7 @@ import time
 
 import pytest
 import torch
+from oracles import copy_layer, no_fastpath  # noqa: F401 - no_fastpath is an autouse fixture
 from torch import nn
 
 from grader.engine.testing import randomise_norms_and_biases, reference
@@ -26,33 +27,6 @@ TRAIN_STEPS, TRAIN_BATCH, TRAIN_LR = 300, 64, 3e-3
 
 def R():
     return reference("a06_decoder")
-
-
-@pytest.fixture(autouse=True)
-def _no_fastpath():
-    """Compare the plain math, not torch's fused inference path."""
-    previous = torch.backends.mha.get_fastpath_enabled()
-    torch.backends.mha.set_fastpath_enabled(False)
-    yield
-    torch.backends.mha.set_fastpath_enabled(previous)
-
-
-def _copy_attention(ours, theirs):
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
-        theirs.out_proj.weight.copy_(ours.w_o.weight)
-        theirs.out_proj.bias.copy_(ours.w_o.bias)
-
-
-def _copy_layer(ours, theirs):
-    _copy_attention(ours.self_attn, theirs.self_attn)
-    _copy_attention(ours.cross_attn, theirs.multihead_attn)
-    with torch.no_grad():
-        for a, b in [(ours.ffn.linear1, theirs.linear1), (ours.ffn.linear2, theirs.linear2),
-                     (ours.norm1, theirs.norm1), (ours.norm2, theirs.norm2), (ours.norm3, theirs.norm3)]:
-            b.weight.copy_(a.weight)
-            b.bias.copy_(a.bias)
 
 
 def _torch_layer(d, h, d_ff):
@@ -75,7 +49,7 @@ def test_decoder_layer_matches_torch(d, h, d_ff, B, m, n):
     ours = ref.DecoderLayer(d, h, d_ff).eval()
     randomise_norms_and_biases(ours, 1)
     theirs = _torch_layer(d, h, d_ff)
-    _copy_layer(ours, theirs)
+    copy_layer(ours, theirs)
     x, memory = torch.randn(B, m, d), torch.randn(B, n, d)
     src_pad = torch.ones(B, n, dtype=torch.bool)
     src_pad[0, n - 2:] = False                        # source padding in row 0
@@ -97,7 +71,7 @@ def test_decoder_stack_matches_torch():
     randomise_norms_and_biases(ours, 2)
     theirs = nn.TransformerDecoder(_torch_layer(d, h, d_ff), L, norm=None).eval()
     for a, b in zip(ours.layers, theirs.layers):
-        _copy_layer(a, b)
+        copy_layer(a, b)
     tgt = torch.tensor([[1, 4, 5, 6, 2, 0], [1, 7, 3, 2, 0, 0], [1, 9, 9, 9, 9, 2]])
     memory = torch.randn(3, 5, d)
     src_pad = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], dtype=torch.bool)

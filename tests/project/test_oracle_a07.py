@@ -21,10 +21,9 @@ import time
 
 import pytest
 import torch
+from conftest import ROOT, load_module
 
 from grader.lab import pretrained
-
-from conftest import ROOT, load_module
 
 DATA = ROOT / "assignments" / "a07_bert_mlm" / "data"
 ATOL = 1e-4
@@ -180,7 +179,8 @@ def test_mask_tokens_statistics(impl):
     changed = picked & (inputs != mask_id) & (inputs != ids)
     frac_kept = (picked & (inputs == ids)).sum().item() / n
     # a random id equals the original or mask_id with prob. 2/vocab
-    print(f"\n[{impl}] picked {rate:.4f}, mask {frac_mask:.4f}, random {changed.sum().item() / n:.4f}, kept {frac_kept:.4f}")
+    print(f"\n[{impl}] picked {rate:.4f}, mask {frac_mask:.4f}, random {changed.sum().item() / n:.4f}, "
+          f"kept {frac_kept:.4f}")
     def within(observed, p, count):  # five standard deviations of a binomial proportion
         return abs(observed - p) < 5 * (p * (1 - p) / count) ** 0.5
 

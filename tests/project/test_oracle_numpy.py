@@ -55,7 +55,8 @@ def test_dot_product_and_scores_match_torch(rng):
     close(sim.similarity_scores(u, keys), torch.mv(t(keys), t(u)))
 
 
-@pytest.mark.parametrize("q_shape,k_shape", [((4, 3), (6, 3)), ((2, 4, 3), (2, 6, 3)), ((2, 1, 4, 3), (5, 6, 3)), ((4, 3), (2, 2, 6, 3))])
+@pytest.mark.parametrize("q_shape,k_shape", [((4, 3), (6, 3)), ((2, 4, 3), (2, 6, 3)), ((2, 1, 4, 3), (5, 6, 3)),
+                                             ((4, 3), (2, 2, 6, 3))])
 def test_similarity_matrix_matches_torch_matmul_with_broadcasting(rng, q_shape, k_shape):
     Q, K = rng.normal(size=q_shape), rng.normal(size=k_shape)
     close(sim.similarity_matrix(Q, K), torch.matmul(t(Q), t(K).transpose(-1, -2)))
@@ -201,9 +202,11 @@ def test_positional_encoding_matches_torch_to_1e10(max_len, d_model):
 def test_float32_table_is_far_outside_the_contract_tolerance():
     """The contract's 1e-10 must separate a float32 table (off by ~3e-5 at 512 positions)."""
     pe32 = _pe_torch(512, 64).float().double().numpy()
-    pe32_computed = (torch.arange(512, dtype=torch.float32)[:, None] / 10000 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64))
+    frequencies = 10000 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64)
+    pe32_computed = torch.arange(512, dtype=torch.float32)[:, None] / frequencies
     diff_cast = np.abs(pe32 - pos.sinusoidal_positional_encoding(512, 64)).max()
-    diff_computed = np.abs(torch.sin(pe32_computed).double().numpy() - pos.sinusoidal_positional_encoding(512, 64)[:, 0::2]).max()
+    reference = pos.sinusoidal_positional_encoding(512, 64)[:, 0::2]
+    diff_computed = np.abs(torch.sin(pe32_computed).double().numpy() - reference).max()
     assert diff_cast > 1e-9 and diff_computed > 1e-6
 
 
