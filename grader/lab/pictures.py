@@ -90,7 +90,7 @@ def cross_attention(stage, sentence="you buy the white apple", steps=None):
     Seq2SeqTransformer, greedy_decode, train_seq2seq, load_toy_translation, Vocab, make_batch, BOS_ID, EOS_ID = (
         stage[name] for name in STAGE6_NAMES)
     steps = quick(100, 10) if steps is None else steps
-    data = load_toy_translation(paths.ASSIGNMENTS / "a06_decoder" / "data" / "toy_translation.tsv")
+    data = load_toy_translation(stages.get("a06_decoder").folder / "data" / "toy_translation.tsv")
     english, spanish = [en for en, _ in data["train"]], [es for _, es in data["train"]]
     src_vocab, tgt_vocab = Vocab(english), Vocab(spanish)
     src, tgt = make_batch(english, src_vocab), make_batch(spanish, tgt_vocab)
@@ -127,7 +127,7 @@ def masked_words(BertForMaskedLM, mask_tokens, steps=None):
     """
     from tokenizers import Tokenizer
     steps = quick(450, 10) if steps is None else steps
-    data = paths.ASSIGNMENTS / "a07_bert_mlm" / "data"
+    data = stages.get("a07_bert_mlm").folder / "data"
     tok = Tokenizer.from_file(str(data / "tokenizer.json"))
     ids, mask = _encode(tok, (data / "mlm_train.txt").read_text(encoding="utf-8").splitlines())
     vocab_size, mask_id, specials = tok.get_vocab_size(), tok.token_to_id("[MASK]"), [0, 1, 2, 3, 4]
@@ -216,7 +216,7 @@ def sentiment_confusion(SentimentClassifier, train_classifier, predict, n_train=
     n_dev = quick(200, 16) if n_dev is None else n_dev
     bert, tok = pretrained_minilm(bert_stage)
     tok.enable_truncation(max_length=64)
-    folder = paths.ASSIGNMENTS / "a08_sentiment" / "data"
+    folder = stages.get("a08_sentiment").folder / "data"
 
     def load(name, n):
         rows = [json.loads(line) for line in (folder / name).read_text(encoding="utf-8").splitlines()][:n]

@@ -46,7 +46,7 @@ def test_every_stage_that_imports_an_earlier_stage_stands_it_in():
 
     from grader.engine import paths
     for stage in stages.all_stages():
-        tree = ast.parse((paths.SOLUTIONS / f"{stage.id}.py").read_text(encoding="utf-8"))
+        tree = ast.parse(stage.solution.read_text(encoding="utf-8"))
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         earlier = {name for name in imported if name in {s.id for s in stages.all_stages()}}

@@ -26,7 +26,7 @@ from grader.engine import notebooks, paths, run, stages
 from grader.lab import figures
 
 STAGES = notebook_build.buildable()
-WITH_SOLUTION = [s for s in STAGES if (paths.SOLUTIONS / f"{s}.py").exists()]
+WITH_SOLUTION = [s for s in STAGES if stages.get(s).solution.exists()]
 NUMPY_STAGES = [s for s in WITH_SOLUTION if stages.get(s).library == "numpy"]
 NOTEBOOK_LIMIT_S = 300          # wall clock for one notebook, kernel start to last cell
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -63,7 +63,7 @@ def test_tagged_cells_give_back_the_starter_module(stage_id):
 def test_tagged_cells_give_back_the_reference_module(stage_id, tmp_path):
     path = tmp_path / f"{stage_id}.ipynb"
     path.write_text(notebook_build.solution_notebook(stage_id), encoding="utf-8")
-    assert notebooks.notebook_to_source(path) == (paths.SOLUTIONS / f"{stage_id}.py").read_text(encoding="utf-8")
+    assert notebooks.notebook_to_source(path) == stages.get(stage_id).solution.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("stage_id", STAGES)
@@ -103,7 +103,7 @@ def test_check_flag_reports_drift(tmp_path, monkeypatch, capsys):
     target = fake_root / f"{stage_id}.ipynb"
     target.write_text("{}", encoding="utf-8")
     monkeypatch.setattr(notebook_build, "notebook_path", lambda sid, root=None: (
-        target if sid == stage_id else paths.ASSIGNMENTS / sid / f"{sid}.ipynb"))
+        target if sid == stage_id else stages.get(sid).notebook))
     assert notebook_build.main(["--check"]) == 1
     assert stage_id in capsys.readouterr().out
 
@@ -194,7 +194,7 @@ def test_notebook_submission_grades_the_same_modules(reference_notebooks, tmp_pa
     assert got.errors == [] and got.format == "folder", got.errors
     for stage_id in WITH_SOLUTION:
         assert (tmp_path / "nb" / "modules" / f"{stage_id}.py").read_bytes() == \
-            (paths.SOLUTIONS / f"{stage_id}.py").read_bytes(), stage_id
+            stages.get(stage_id).solution.read_bytes(), stage_id
     assert got.sha256 == want.sha256
 
 
@@ -360,7 +360,7 @@ def test_notebook_runs_with_the_reference(course_tree, stage_id):
     if checked:
         check = _text(_cells(nb, "course.check(STAGE)")[0])
         assert "Checking" in check and "NotImplementedError" not in check, check[-2000:]
-    if checked and (paths.PUBLIC_TESTS / f"test_{stage_id}.py").exists():
+    if checked and stages.get(stage_id).suite("public").exists():
         points = stages.get(stage_id).points
         assert f"{points:.2f} / {points:.0f}" in check, f"the check cell did not give full marks:\n{check[-3000:]}"
     for cell in _cells(nb, "figures.show("):
@@ -374,7 +374,7 @@ def test_shipped_notebook_runs_and_reports_not_implemented(course_tree, stage_id
     checked = stage_id in CHECKED["starter"]
     nb, elapsed = _execute(path, ENV, run_check=checked)
     TIMINGS[f"starter   {stage_id}"] = elapsed
-    if checked and (paths.PUBLIC_TESTS / f"test_{stage_id}.py").exists():
+    if checked and stages.get(stage_id).suite("public").exists():
         check = _text(_cells(nb, "course.check(STAGE)")[0])
         assert "raised NotImplementedError" in check and "Traceback" not in check, check[-2000:]
     for cell in _cells(nb, "figures.show("):
@@ -385,7 +385,7 @@ def test_shipped_notebook_runs_and_reports_not_implemented(course_tree, stage_id
 @pytest.mark.parametrize("stage_id", WITH_SOLUTION)
 def test_shipped_notebook_holds_no_solution_line(stage_id):
     """The release test reads files as text, so a notebook's JSON would hide code from it: check the code cells."""
-    source = (paths.SOLUTIONS / f"{stage_id}.py").read_text(encoding="utf-8")
+    source = stages.get(stage_id).solution.read_text(encoding="utf-8")
     lines = source.splitlines()
     outside = {l.strip() for l in starter.strip_solutions(source).splitlines()}
     secret = {l.strip() for s, e, _, _ in starter.regions(source) for l in lines[s + 1:e]

@@ -98,7 +98,7 @@ def test_check_works_in_the_bundle_on_a_fresh_venv(bundle, tmp_path):
     work.mkdir()
     # a numpy stage, and a torch stage whose public tests use probes (the bundle has no stand-ins)
     for stage_id in ("a02_softmax", "a05_encoder"):
-        shutil.copy(paths.SOLUTIONS / f"{stage_id}.py", work)
+        shutil.copy(stages.get(stage_id).solution, work)
         out = check(stage_id[:3], str(work))
         points = stages.get(stage_id).points
         assert f"{points:.2f} / {points:.0f}" in out, out[-2000:]

@@ -52,7 +52,7 @@ def _functions_with_regions(path):
 def _load_starter(name):
     sys.path.insert(0, str(paths.STARTER))
     try:
-        spec = importlib.util.spec_from_file_location(f"starter_{name}", paths.STARTER / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"starter_{name}", stages.get(name).starter)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
