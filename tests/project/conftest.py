@@ -29,6 +29,10 @@ def grade_cached(path, stages=None, kind="hidden", **kw):
     return _cache[key]
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: over a minute (deselect with -m 'not slow')")
+
+
 @pytest.fixture(scope="session")
 def graded():
     return grade_cached
