@@ -148,19 +148,41 @@ def paired_ratio(a, b) -> float:
 
 # ---------------------------------------------------------------- memory
 
+def smaps_rollup(pid: int) -> dict:
+    """The kB figures of /proc/PID/smaps_rollup (Rss, Pss, Pss_Anon, Pss_File, ...); {} if gone."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 3 and parts[2] == "kB":
+                    out[parts[0].rstrip(":")] = int(parts[1])
+    except (OSError, ValueError):
+        return {}
+    return out
+
+
 class TreeSampler:
-    """Samples the resident memory of a process and all its descendants every
-    ``period`` seconds, in a thread. Peaks: of the sum over the tree, and of each
-    role (the command line tells: grading worker, pytest session, the rest)."""
+    """Samples the memory of a process and all its descendants every ``period``
+    seconds, in a thread: the resident set (RSS, which counts a page shared by
+    several processes once per process) and the proportional set (PSS, from
+    /proc/PID/smaps_rollup: a page shared by n processes counts 1/n in each, so the
+    sum over the tree is what the tree really holds, which is what a container's
+    memory limit counts, page cache aside). Peaks: of each sum over the tree, and of
+    each role (the command line tells: grading worker, fork server, pytest session,
+    the rest)."""
 
     def __init__(self, pid: int, period: float = 0.05):
         import psutil
         self.psutil = psutil
         self.root = psutil.Process(pid)
         self.period = period
-        self.peak_total = 0
+        self.peak_total = 0            # bytes, RSS summed over the tree
+        self.peak_pss = 0              # bytes, PSS summed over the tree
+        self.peak_pss_parts: dict = {}  # the PSS of each role at the moment of peak_pss
         self.peak_by_role: dict = {}
         self.peak_total_by_role: dict = {}
+        self.peak_pss_by_role: dict = {}  # largest single process's PSS of each role
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -169,7 +191,10 @@ class TreeSampler:
     def role(cmdline: list, parent_cmdline: list) -> str:
         text = " ".join(cmdline)
         if "forkserver.py" in text:  # a worker is a fork of its fork server: same command line
-            return "worker" if "forkserver.py" in " ".join(parent_cmdline) else "fork server"
+            lib = " (torch)" if " torch " in f" {text} " else " (numpy)" if " numpy " in f" {text} " else ""
+            return ("worker" if "forkserver.py" in " ".join(parent_cmdline) else "fork server") + lib
+        if "jail.py" in text:
+            return "isolation probe"
         if "pytest" in text:
             return "pytest (trusted)"
         return "cli (trusted)"
@@ -190,30 +215,184 @@ class TreeSampler:
                 procs = [self.root, *self.root.children(recursive=True)]
             except ps.Error:
                 break
-            total, by_role = 0, {}
+            total, pss_total, by_role, pss_by_role = 0, 0, {}, {}
             for p in procs:
                 try:
-                    rss = p.memory_info().rss
                     if p.pid not in cache:
                         cache[p.pid] = self.role(p.cmdline(), p.parent().cmdline() if p.parent() else [])
                 except ps.Error:
                     continue
+                got = smaps_rollup(p.pid)
+                if not got:
+                    continue
                 role = cache[p.pid]
+                rss, pss = got.get("Rss", 0) * 1024, got.get("Pss", 0) * 1024
                 total += rss
+                pss_total += pss
                 by_role[role] = by_role.get(role, 0) + rss
+                pss_by_role[role] = pss_by_role.get(role, 0) + pss
                 self.peak_by_role[role] = max(self.peak_by_role.get(role, 0), rss)
+                self.peak_pss_by_role[role] = max(self.peak_pss_by_role.get(role, 0), pss)
             for role, v in by_role.items():
                 self.peak_total_by_role[role] = max(self.peak_total_by_role.get(role, 0), v)
             self.peak_total = max(self.peak_total, total)
+            if pss_total > self.peak_pss:
+                self.peak_pss, self.peak_pss_parts = pss_total, pss_by_role
             self.samples += 1
             self._stop.wait(self.period)
 
     def result(self) -> dict:
         mb = lambda b: round(b / 2**20, 1)  # noqa: E731
         return {"peak_tree_mb": mb(self.peak_total),
+                "peak_pss_mb": mb(self.peak_pss),
+                "peak_pss_mb_by_role_at_peak": {k: mb(v) for k, v in sorted(self.peak_pss_parts.items())},
+                "peak_process_pss_mb_by_role": {k: mb(v) for k, v in sorted(self.peak_pss_by_role.items())},
                 "peak_process_mb_by_role": {k: mb(v) for k, v in sorted(self.peak_by_role.items())},
                 "peak_sum_mb_by_role": {k: mb(v) for k, v in sorted(self.peak_total_by_role.items())},
                 "samples": self.samples, "period_s": self.period}
+
+
+class CgroupUnavailable(RuntimeError):
+    """No memory cgroup can be made here (the reason is the message)."""
+
+
+class MemoryCgroup:
+    """A child memory cgroup of this process's own, with a limit, for a command and its
+    descendants: the way a container counts and limits memory. cgroup v2 (``memory.max``,
+    ``memory.peak``, ``memory.events``) where its memory controller is ours to use, else the
+    v1 memory controller (``memory.limit_in_bytes``, ``memory.max_usage_in_bytes``), which a
+    container runtime on a v1 host uses. ``prefix()`` is an argv prefix that moves the
+    command into the cgroup before it execs. Raises CgroupUnavailable with the reason.
+
+    Both count page cache the cgroup first touches (reclaimable) besides the processes'
+    own memory; a page already cached by someone else is not charged again."""
+
+    def __init__(self, limit_mb: int | None = None, name: str = "grader-bench"):
+        if os.geteuid() != 0:
+            raise CgroupUnavailable("not root: a memory cgroup is made as root")
+        self.limit_mb = limit_mb
+        self.version, self.path = self._make(f"{name}-{os.getpid()}-{time.monotonic_ns()}")
+        try:
+            if limit_mb is not None:
+                limit = str(int(limit_mb) * 2**20)
+                if self.version == 2:
+                    self._write("memory.max", limit)
+                    if os.path.exists(self.path / "memory.swap.max"):
+                        self._write("memory.swap.max", "0")
+                else:
+                    self._write("memory.limit_in_bytes", limit)
+                    if os.path.exists(self.path / "memory.memsw.limit_in_bytes"):
+                        self._write("memory.memsw.limit_in_bytes", limit)  # no swap beyond the limit
+        except OSError as exc:
+            self.remove()
+            raise CgroupUnavailable(f"cannot set the limit in {self.path}: {exc}") from None
+
+    @staticmethod
+    def _mounts() -> list:
+        out = []
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                dev, where, fstype, opts = line.split()[:4]
+                out.append((where, fstype, opts.split(",")))
+        return out
+
+    @staticmethod
+    def _own(hierarchy: str) -> str:
+        """This process's path in the v1 hierarchy with controller ``hierarchy`` ("" for v2)."""
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if controllers.split(",") == [hierarchy] or (hierarchy in controllers.split(",") and hierarchy):
+                    return path
+        raise CgroupUnavailable(f"/proc/self/cgroup names no {hierarchy or 'v2'} hierarchy")
+
+    def _make(self, name: str):
+        why = []
+        mounts = self._mounts()
+        for where, fstype, _opts in mounts:  # cgroup v2 with its memory controller
+            if fstype != "cgroup2":
+                continue
+            try:
+                own = Path(where) / self._own("").lstrip("/")
+                if "memory" not in (own / "cgroup.controllers").read_text().split():
+                    why.append(f"cgroup v2 at {where}: no memory controller in {own}")
+                    continue
+                if "memory" not in (own / "cgroup.subtree_control").read_text().split():
+                    (own / "cgroup.subtree_control").write_text("+memory")
+                child = own / name
+                child.mkdir()
+                return 2, child
+            except (OSError, CgroupUnavailable) as exc:
+                why.append(f"cgroup v2 at {where}: {exc}")
+        for where, fstype, opts in mounts:  # the v1 memory controller
+            if fstype != "cgroup" or "memory" not in opts:
+                continue
+            try:
+                own = Path(where) / self._own("memory").lstrip("/")
+                child = own / name
+                child.mkdir()
+                return 1, child
+            except (OSError, CgroupUnavailable) as exc:
+                why.append(f"cgroup v1 memory at {where}: {exc}")
+        raise CgroupUnavailable("; ".join(why) or "no cgroup v2 or v1 memory hierarchy is mounted")
+
+    def _write(self, name: str, value: str) -> None:
+        (self.path / name).write_text(value)
+
+    def _read(self, name: str) -> str:
+        return (self.path / name).read_text()
+
+    def prefix(self) -> list:
+        """argv prefix: the command joins the cgroup, then execs."""
+        return ["sh", "-c", f'echo $$ > "{self.path / "cgroup.procs"}" && exec "$@"', "sh"]
+
+    def peak_mb(self) -> float | None:
+        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
+        try:
+            return round(int(self._read(name)) / 2**20, 1)
+        except (OSError, ValueError):
+            return None
+
+    def oom_kills(self) -> int | None:
+        """How many processes the kernel killed for the limit (None: not told)."""
+        try:
+            text = self._read("memory.events" if self.version == 2 else "memory.oom_control")
+        except OSError:
+            return None
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return None
+
+    def describe(self) -> str:
+        limit = f", limit {self.limit_mb} MB" if self.limit_mb is not None else ""
+        return f"cgroup v{self.version} {self.path}{limit}"
+
+    def remove(self) -> None:
+        """Remove the cgroup (its processes have exited by now; a straggler is killed first)."""
+        try:
+            for pid in self._read("cgroup.procs").split():
+                try:
+                    os.kill(int(pid), 9)
+                except (ProcessLookupError, ValueError):
+                    pass
+        except OSError:
+            pass
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
 
 
 # ---------------------------------------------------------------- results

@@ -95,6 +95,14 @@ def start(libraries, threads: int) -> None:
         get(library, threads)
 
 
+def close(library: str, threads: int) -> None:
+    """Stop the server of ``library`` once no later stage of the session needs it (its
+    memory is the session's to give back; a later ``get`` would start a fresh one)."""
+    server = _servers.pop((library, threads), None)
+    if server is not None:
+        server.close()
+
+
 def close_all() -> None:
     while _servers:
         _servers.popitem()[1].close()

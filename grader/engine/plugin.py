@@ -44,6 +44,11 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--reverse-order"):
         items.reverse()
+    # the last stage (in running order) of each library: its fork server stops when that stage ends
+    config._grader_last_of_library = {}
+    for item in items:
+        stage = stages.get(stage_of(item.module))
+        config._grader_last_of_library[stage.library] = stage.id
 
 
 def stage_of(module) -> str:
@@ -94,7 +99,9 @@ def student(request):
     try:
         yield StudentModule(worker)
     finally:
-        worker.close()
+        worker.close()  # the stage's worker ends with its stage
+        if getattr(config, "_grader_last_of_library", {}).get(stage.library) == stage.id:
+            forkservers.close(stage.library, threads)
 
 
 def classify(excinfo) -> tuple[str, str]:

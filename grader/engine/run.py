@@ -113,6 +113,7 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         env["PYTHONPATH"] = str(paths.ROOT)
+        env.update(iso.MALLOC_ENV)  # read by glibc when the session starts
         proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=paths.ROOT, env=env,
                               capture_output=True, text=True, timeout=budget)
     fatal = os.path.join(private, "fatal.txt")

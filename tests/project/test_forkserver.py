@@ -64,3 +64,24 @@ def test_a_fork_server_dying_under_a_running_worker_costs_that_stage_only(server
     assert worker.pid is None
     with pytest.raises(WorkerCrashed, match="fork server failed"):
         student.softmax([0.0])
+
+
+def test_a_librarys_server_stops_after_the_last_stage_that_needs_it():
+    """The numpy server is not kept through the torch stages (its memory is given back)."""
+    from types import SimpleNamespace
+
+    from grader.engine import plugin
+
+    def item(stage_id):
+        return SimpleNamespace(module=SimpleNamespace(__file__=f"/x/tests/hidden/test_{stage_id}.py"))
+
+    for reverse, numpy_last in ((False, "a04_positional"), (True, "a01_similarity")):
+        config = SimpleNamespace(getoption=lambda name, r=reverse: r)
+        items = [item(s) for s in ("a01_similarity", "a04_positional", "a05_encoder", "a09_retrieval")]
+        plugin.pytest_collection_modifyitems(config, items)
+        assert config._grader_last_of_library == {"numpy": numpy_last,
+                                                  "torch": "a05_encoder" if reverse else "a09_retrieval"}
+    srv = forkservers.get("numpy", 1)
+    forkservers.close("numpy", 1)
+    assert srv.proc.poll() is not None and ("numpy", 1) not in forkservers._servers
+    forkservers.close("numpy", 1)  # closing twice is harmless

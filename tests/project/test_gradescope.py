@@ -1,11 +1,19 @@
-"""The Gradescope autograder runs against a fake /autograder layout and writes valid results."""
+"""The Gradescope autograder runs against a fake /autograder layout and writes valid results;
+its scripts parse; its README declares the settings; and as root with Docker's default
+capabilities, in a memory cgroup limited to what the README declares, it gives the reference
+full marks and the starter zero."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
 
+import pytest
+from test_places import PLACES
+
+from benchmarks.common import CgroupUnavailable, MemoryCgroup
 from grader.authoring import autograder
 from grader.engine import gradescope, paths
 
@@ -60,3 +68,94 @@ def test_run_autograder_with_nothing_gradable_still_writes_results(tmp_path):
     assert proc.returncode == 0
     results = json.loads((root / "results" / "results.json").read_text())
     assert results["score"] == 0 and "no stage module" in results["output"]
+
+
+def _valid_results(results):
+    assert isinstance(results["score"], (int, float)) and isinstance(results["tests"], list)
+    for t in results["tests"]:
+        assert set(t) >= {"name", "score", "max_score", "status", "output", "visibility"}
+        assert t["status"] in ("passed", "failed") and t["visibility"] in ("visible", "hidden", "after_due_date")
+        assert 0 <= t["score"] <= t["max_score"] + 1e-9
+
+
+def _unpacked(tmp_path):
+    """A fake /autograder: the zip in source/, run_autograder beside it; (root, README text)."""
+    archive = autograder.build(str(tmp_path / "autograder.zip"))
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(root / "source")
+        readme = zf.read("README").decode()
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
+    os.chmod(root / "run_autograder", 0o755)
+    (root / "submission").mkdir()
+    return root, readme
+
+
+@pytest.mark.parametrize("script", autograder.SCRIPTS)
+def test_the_scripts_parse_as_bash(script, tmp_path):
+    archive = autograder.build(str(tmp_path / "autograder.zip"))
+    with zipfile.ZipFile(archive) as zf:
+        assert zf.read(script).decode() == (autograder.TEMPLATES / script).read_text()
+    proc = subprocess.run(["bash", "-n", str(autograder.TEMPLATES / script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_setup_picks_python_311_or_the_images_own_and_torchs_cpu_build():
+    text = (autograder.TEMPLATES / "setup.sh").read_text()
+    assert "apt-get install -y -qq python3.11 python3.11-venv" in text
+    assert "sys.version_info < (3, 10)" in text
+    assert "--index-url https://download.pytorch.org/whl/cpu" in text
+    # only the image's package sources and the package registries
+    hosts = set(re.findall(r"https?://([^/\s\"']+)", text))
+    assert hosts <= {"download.pytorch.org", "pypi.org"}, hosts
+
+
+def test_the_readme_declares_memory_cpu_and_timeout_from_the_measured_peak(tmp_path):
+    _, readme = _unpacked(tmp_path)
+    got = autograder.settings()
+    measured = json.loads(autograder.MEASURED.read_text())
+    assert got["memory_mb"] >= max(measured["peak_pss_mb"], measured["cgroup_peak_mb"])
+    assert got["memory_mb"] % 256 == 0
+    assert f"at least {got['memory_mb']} MB" in readme and "1 CPU" in readme
+    assert f"at least {got['timeout_min']} minutes" in readme
+    assert f"{measured['peak_pss_mb']:.0f} MB" in readme
+    assert ("too small" in readme) == (max(measured["peak_pss_mb"], measured["cgroup_peak_mb"]) > 768)
+    small = autograder.settings({**measured, "peak_pss_mb": 500.0, "cgroup_peak_mb": 480.0})
+    assert small["memory_mb"] == 768 and "fits" in small["fits_default"]
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("gradescope-memory")
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="Docker's default capabilities are made from root with setpriv")
+@pytest.mark.parametrize("who", ["solutions", "starter"])
+def test_run_autograder_as_docker_root_within_the_declared_memory(who, tmp_path):
+    """The whole grading (every stage), in a memory cgroup limited to the README's figure."""
+    root, readme = _unpacked(tmp_path)
+    declared = autograder.settings()["memory_mb"]
+    assert f"at least {declared} MB" in readme
+    for f in sorted((paths.ROOT / who).glob("a*.py")):
+        shutil.copy(f, root / "submission")
+    try:
+        cgroup = MemoryCgroup(declared, name="grader-gradescope-test")
+    except CgroupUnavailable as exc:
+        pytest.skip(f"no memory cgroup can be made here: {exc}")
+    env = {**{k: v for k, v in os.environ.items() if k != "GRADER_TEST_DENY_UNSHARE"},
+           "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+    with cgroup:
+        proc = subprocess.run([*cgroup.prefix(), *PLACES["docker"][0], "bash", str(root / "run_autograder")],
+                              env=env, capture_output=True, text=True, timeout=1800)
+        peak, ooms = cgroup.peak_mb(), cgroup.oom_kills()
+    where = f"{cgroup.describe()}: peak {peak} MB, OOM kills {ooms}"
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not ooms, where
+    results = json.loads((root / "results" / "results.json").read_text())
+    _valid_results(results)
+    assert "isolation strict" in proc.stderr, proc.stderr[-2000:]
+    stages = {t["name"].split(":")[0] for t in results["tests"]}
+    assert len(stages) == 9, stages
+    if who == "solutions":
+        assert all(t["status"] == "passed" for t in results["tests"]), where
+        assert results["score"] == 100, (results["score"], where)
+    else:
+        assert results["score"] == 0 and all(t["score"] == 0 for t in results["tests"]), where

@@ -10,7 +10,8 @@ from grader.engine import run
 
 PROBE = ROOT / "tests" / "project" / "isolation_probe" / "a02_softmax.py"
 ALLOWED_ENV = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "OMP_NUM_THREADS",
-               "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LC_CTYPE"}
+               "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LC_CTYPE",
+               "MALLOC_MMAP_THRESHOLD_"}  # glibc malloc tuning (isolation.MALLOC_ENV), no secret
 
 
 def probe(tmp_path, isolation, monkeypatch):
