@@ -149,7 +149,7 @@ def not_graded_report(job, chosen, error: str) -> dict:
     """A schema-v1 report for a submission that could not be graded: every stage at zero, the reason."""
     entries = []
     for s in chosen:
-        tests = [{"id": f"{s.id}::{func}", "name": func, "score": 0.0, "max_score": round(pts, 6),
+        tests = [{"id": f"{s.id}::{func}", "name": func, "score": 0.0, "max_score": float(pts),
                   "status": "missing", "visibility": s.hidden[func].visibility,
                   "feedback": f"not graded: {error}", "duration_s": 0.0}
                  for func, pts in s.test_points("hidden").items()]

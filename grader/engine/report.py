@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import json
 import platform
+from fractions import Fraction
 from functools import lru_cache
 
-from . import paths
+from . import paths, stages
 
 STATUSES = ("passed", "failed", "error", "timeout", "crashed", "missing")
 
@@ -42,10 +43,10 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
         per_func.setdefault(_nodeid_parts(t["nodeid"])[1], []).append(t)
     unknown = sorted(set(per_func) - set(points))
     if unknown:
-        raise ValueError(f"{stage.id}: tests {unknown} have no weight in stage.toml [{kind}]")
-    tests = []
+        raise ValueError(f"{stage.id}: tests {unknown} have no points in stage.toml [{kind}]")
+    tests, score, max_score = [], Fraction(0), Fraction(0)
     for func, cases in per_func.items():
-        share = points[func] / len(cases)
+        share = stages.case_points(points[func], len(cases), f"{stage.toml} [{kind}] {func}")
         for t in cases:
             meta = t.get("metadata", {}).get("grader", {})
             status = meta.get("status") or ("passed" if t["outcome"] == "passed" else "error")
@@ -55,11 +56,13 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
             if status == "missing" and not feedback:
                 feedback = f"{stage.id}.py was not handed in"
             duration = sum(t.get(phase, {}).get("duration", 0.0) for phase in ("setup", "call", "teardown"))
+            got = share if status == "passed" else Fraction(0)
+            score, max_score = score + got, max_score + share
             tests.append({
                 "id": f"{stage.id}::{_nodeid_parts(t['nodeid'])[2]}",
                 "name": meta.get("name", func),
-                "score": round(share if status == "passed" else 0.0, 6),
-                "max_score": round(share, 6),
+                "score": float(got),
+                "max_score": float(share),
                 "status": status if status in STATUSES else "error",
                 "visibility": stage.tests(kind)[func].visibility,
                 "feedback": feedback,
@@ -78,9 +81,8 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
     notes = [e for e in intake_errors if e.startswith(stage.id)] + ev.get("events", [])
     if notes:
         message = "; ".join(filter(None, [message, *notes]))
-    entry = {"id": stage.id, "title": stage.title,
-             "score": round(sum(t["score"] for t in tests), 4),
-             "max_score": round(sum(t["max_score"] for t in tests), 4) if partial else float(stage.points),
+    entry = {"id": stage.id, "title": stage.title, "score": float(score),
+             "max_score": float(max_score) if partial else float(stage.points),
              "status": status, "tests": tests}
     if stage.bonus:
         entry["bonus"] = True
