@@ -98,8 +98,8 @@ def assemble(intake, kind: str, stage_entries: list, errors: list, isolation: di
         "schema_version": 1,
         "kind": kind,
         "submission": {"id": intake.id, "path": intake.path, "sha256": intake.sha256, "format": intake.format},
-        "score": round(sum(s["score"] for s in core), 4),
-        "max_score": float(sum(s["max_score"] for s in core)),
+        "score": exact_sum(s["score"] for s in core),
+        "max_score": exact_sum(s["max_score"] for s in core),
         "stages": stage_entries,
         "errors": errors,
         "isolation": isolation,
@@ -107,9 +107,15 @@ def assemble(intake, kind: str, stage_entries: list, errors: list, isolation: di
         "duration_s": round(duration, 3),
     }
     if bonus:
-        report["bonus_score"] = round(sum(s["score"] for s in bonus), 4)
-        report["bonus_max_score"] = float(sum(s["max_score"] for s in bonus))
+        report["bonus_score"] = exact_sum(s["score"] for s in bonus)
+        report["bonus_max_score"] = exact_sum(s["max_score"] for s in bonus)
     return report
+
+
+def exact_sum(numbers) -> float:
+    """The sum of floats computed exactly (as Fractions) and rounded to a float once.
+    Points are multiples of 0.25, so this is the sum itself and ``validate`` finds it equal."""
+    return float(sum((Fraction(x) for x in numbers), Fraction(0)))
 
 
 @lru_cache(maxsize=1)
@@ -120,5 +126,34 @@ def _validator():
 
 
 def validate(report: dict) -> None:
-    """Raise ``jsonschema.ValidationError`` if the report does not follow schema v1."""
+    """Raise ``jsonschema.ValidationError`` if the report does not follow schema v1, or if
+    its points do not add up: each stage's score and max_score must be exactly the sums of
+    its tests', the report's those of its core stages, bonus_score and bonus_max_score
+    those of its bonus stages. The error names the stage or total that is off."""
+    import jsonschema
     _validator().validate(report)
+    for message in _sums_that_do_not_add_up(report):
+        raise jsonschema.ValidationError(message)
+
+
+def _sums_that_do_not_add_up(report: dict) -> list:
+    def off(where, key, total, parts, noun):
+        exact = sum((Fraction(x) for x in parts), Fraction(0))
+        if Fraction(total) == exact:
+            return []
+        return [f"{where}: {key} is {total!r}, not the exact sum of its {noun}' {key}s ({exact} = {float(exact)!r})"]
+
+    problems = []
+    for s in report["stages"]:
+        for key in ("score", "max_score"):
+            problems += off(f"stage {s['id']}", key, s[key], [t[key] for t in s["tests"]], "tests")
+    core = [s for s in report["stages"] if not s.get("bonus")]
+    bonus = [s for s in report["stages"] if s.get("bonus")]
+    for key in ("score", "max_score"):
+        problems += off("the report", key, report[key], [s[key] for s in core], "core stages")
+        if bonus and f"bonus_{key}" not in report:
+            problems.append(f"the report has bonus stages but no bonus_{key}")
+        elif f"bonus_{key}" in report:
+            problems += off("the report", f"bonus_{key}", report[f"bonus_{key}"], [s[key] for s in bonus],
+                            "bonus stages")
+    return problems
