@@ -35,10 +35,10 @@ def _public_stage_toml(path: Path) -> str:
         if key == "standins":
             value = []  # no stand-ins in the bundle: `check` uses your own earlier stages
         lines.append(f"{key} = {_toml_value(value)}")
-    lines.append("\n[public]")
+    lines.append("\n[public]")  # each public test's points, as stage.toml gives them
     for name, spec in data.get("public", {}).items():
-        weight = spec["weight"] if isinstance(spec, dict) else spec
-        lines.append(f"{name} = {{ weight = {weight} }}")
+        points = spec["points"] if isinstance(spec, dict) else spec
+        lines.append(f"{name} = {{ points = {_toml_value(points)} }}")
     return "\n".join(lines) + "\n"
 
 

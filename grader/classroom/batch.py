@@ -149,7 +149,7 @@ def not_graded_report(job, chosen, error: str) -> dict:
     """A schema-v1 report for a submission that could not be graded: every stage at zero, the reason."""
     entries = []
     for s in chosen:
-        tests = [{"id": f"{s.id}::{func}", "name": func, "score": 0.0, "max_score": round(pts, 6),
+        tests = [{"id": f"{s.id}::{func}", "name": func, "score": 0.0, "max_score": float(pts),
                   "status": "missing", "visibility": s.hidden[func].visibility,
                   "feedback": f"not graded: {error}", "duration_s": 0.0}
                  for func, pts in s.test_points("hidden").items()]
@@ -163,13 +163,13 @@ def not_graded_report(job, chosen, error: str) -> dict:
     rep = {"schema_version": 1, "kind": "hidden",
            "submission": {"id": job.id, "path": job.path, "sha256": job.sha256,
                           "format": {"notebook": "notebooks"}.get(job.format, job.format)},
-           "score": 0.0, "max_score": float(sum(e["max_score"] for e in core)), "stages": entries,
+           "score": 0.0, "max_score": report.exact_sum(e["max_score"] for e in core), "stages": entries,
            "errors": [error], "isolation": isolation.Isolation.choose("auto", allow_readable_secrets=True).describe(),
            "environment": {"python": platform.python_version(), "platform": platform.platform()},  # no torch import
            "duration_s": 0.0}
     if bonus:
         rep["bonus_score"] = 0.0
-        rep["bonus_max_score"] = float(sum(e["max_score"] for e in bonus))
+        rep["bonus_max_score"] = report.exact_sum(e["max_score"] for e in bonus)
     report.validate(rep)
     return rep
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import json
 import platform
+from fractions import Fraction
 from functools import lru_cache
 
-from . import paths
+from . import paths, stages
 
 STATUSES = ("passed", "failed", "error", "timeout", "crashed", "missing")
 
@@ -42,10 +43,10 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
         per_func.setdefault(_nodeid_parts(t["nodeid"])[1], []).append(t)
     unknown = sorted(set(per_func) - set(points))
     if unknown:
-        raise ValueError(f"{stage.id}: tests {unknown} have no weight in stage.toml [{kind}]")
-    tests = []
+        raise ValueError(f"{stage.id}: tests {unknown} have no points in stage.toml [{kind}]")
+    tests, score, max_score = [], Fraction(0), Fraction(0)
     for func, cases in per_func.items():
-        share = points[func] / len(cases)
+        share = stages.case_points(points[func], len(cases), f"{stage.toml} [{kind}] {func}")
         for t in cases:
             meta = t.get("metadata", {}).get("grader", {})
             status = meta.get("status") or ("passed" if t["outcome"] == "passed" else "error")
@@ -55,11 +56,13 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
             if status == "missing" and not feedback:
                 feedback = f"{stage.id}.py was not handed in"
             duration = sum(t.get(phase, {}).get("duration", 0.0) for phase in ("setup", "call", "teardown"))
+            got = share if status == "passed" else Fraction(0)
+            score, max_score = score + got, max_score + share
             tests.append({
                 "id": f"{stage.id}::{_nodeid_parts(t['nodeid'])[2]}",
                 "name": meta.get("name", func),
-                "score": round(share if status == "passed" else 0.0, 6),
-                "max_score": round(share, 6),
+                "score": float(got),
+                "max_score": float(share),
                 "status": status if status in STATUSES else "error",
                 "visibility": stage.tests(kind)[func].visibility,
                 "feedback": feedback,
@@ -78,9 +81,8 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
     notes = [e for e in intake_errors if e.startswith(stage.id)] + ev.get("events", [])
     if notes:
         message = "; ".join(filter(None, [message, *notes]))
-    entry = {"id": stage.id, "title": stage.title,
-             "score": round(sum(t["score"] for t in tests), 4),
-             "max_score": round(sum(t["max_score"] for t in tests), 4) if partial else float(stage.points),
+    entry = {"id": stage.id, "title": stage.title, "score": float(score),
+             "max_score": float(max_score) if partial else float(stage.points),
              "status": status, "tests": tests}
     if stage.bonus:
         entry["bonus"] = True
@@ -96,8 +98,8 @@ def assemble(intake, kind: str, stage_entries: list, errors: list, isolation: di
         "schema_version": 1,
         "kind": kind,
         "submission": {"id": intake.id, "path": intake.path, "sha256": intake.sha256, "format": intake.format},
-        "score": round(sum(s["score"] for s in core), 4),
-        "max_score": float(sum(s["max_score"] for s in core)),
+        "score": exact_sum(s["score"] for s in core),
+        "max_score": exact_sum(s["max_score"] for s in core),
         "stages": stage_entries,
         "errors": errors,
         "isolation": isolation,
@@ -105,9 +107,15 @@ def assemble(intake, kind: str, stage_entries: list, errors: list, isolation: di
         "duration_s": round(duration, 3),
     }
     if bonus:
-        report["bonus_score"] = round(sum(s["score"] for s in bonus), 4)
-        report["bonus_max_score"] = float(sum(s["max_score"] for s in bonus))
+        report["bonus_score"] = exact_sum(s["score"] for s in bonus)
+        report["bonus_max_score"] = exact_sum(s["max_score"] for s in bonus)
     return report
+
+
+def exact_sum(numbers) -> float:
+    """The sum of floats computed exactly (as Fractions) and rounded to a float once.
+    Points are multiples of 0.25, so this is the sum itself and ``validate`` finds it equal."""
+    return float(sum((Fraction(x) for x in numbers), Fraction(0)))
 
 
 @lru_cache(maxsize=1)
@@ -118,5 +126,34 @@ def _validator():
 
 
 def validate(report: dict) -> None:
-    """Raise ``jsonschema.ValidationError`` if the report does not follow schema v1."""
+    """Raise ``jsonschema.ValidationError`` if the report does not follow schema v1, or if
+    its points do not add up: each stage's score and max_score must be exactly the sums of
+    its tests', the report's those of its core stages, bonus_score and bonus_max_score
+    those of its bonus stages. The error names the stage or total that is off."""
+    import jsonschema
     _validator().validate(report)
+    for message in _sums_that_do_not_add_up(report):
+        raise jsonschema.ValidationError(message)
+
+
+def _sums_that_do_not_add_up(report: dict) -> list:
+    def off(where, key, total, parts, noun):
+        exact = sum((Fraction(x) for x in parts), Fraction(0))
+        if Fraction(total) == exact:
+            return []
+        return [f"{where}: {key} is {total!r}, not the exact sum of its {noun}' {key}s ({exact} = {float(exact)!r})"]
+
+    problems = []
+    for s in report["stages"]:
+        for key in ("score", "max_score"):
+            problems += off(f"stage {s['id']}", key, s[key], [t[key] for t in s["tests"]], "tests")
+    core = [s for s in report["stages"] if not s.get("bonus")]
+    bonus = [s for s in report["stages"] if s.get("bonus")]
+    for key in ("score", "max_score"):
+        problems += off("the report", key, report[key], [s[key] for s in core], "core stages")
+        if bonus and f"bonus_{key}" not in report:
+            problems.append(f"the report has bonus stages but no bonus_{key}")
+        elif f"bonus_{key}" in report:
+            problems += off("the report", f"bonus_{key}", report[f"bonus_{key}"], [s[key] for s in bonus],
+                            "bonus stages")
+    return problems

@@ -77,7 +77,7 @@ def _missing_stage(stage, kind, intake_errors=()):
     notes = [e for e in intake_errors if e.startswith(stage.id)]
     tests = []
     for func, pts in stage.test_points(kind).items():
-        tests.append({"id": f"{stage.id}::{func}", "name": func, "score": 0.0, "max_score": round(pts, 6),
+        tests.append({"id": f"{stage.id}::{func}", "name": func, "score": 0.0, "max_score": float(pts),
                       "status": "missing", "visibility": stage.tests(kind)[func].visibility,
                       "feedback": f"{stage.id}.py was not handed in", "duration_s": 0.0})
     entry = {"id": stage.id, "title": stage.title, "score": 0.0, "max_score": float(stage.points),

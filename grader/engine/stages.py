@@ -4,12 +4,15 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cache
 from pathlib import Path
 
 from . import paths
 
 VISIBILITIES = ("visible", "hidden", "after_due_date")
+# Every test case is worth a multiple of this: points students read as they are, sums that are exact in floats.
+POINTS_QUANTUM = Fraction(1, 4)
 # The first lines of every starter file (``make starter``); a notebook holds the file without them.
 STARTER_HEADER = ("# Starter code, generated from the reference by `make starter`. Replace every\n"
                   "# `raise NotImplementedError(...)` with your implementation; keep the names and signatures.\n")
@@ -17,7 +20,7 @@ STARTER_HEADER = ("# Starter code, generated from the reference by `make starter
 
 @dataclass(frozen=True)
 class TestSpec:
-    weight: float
+    points: Fraction          # the test function's points; its parametrised cases share them equally
     visibility: str = "visible"
 
 
@@ -113,21 +116,53 @@ class Stage:
         return self.hidden if kind == "hidden" else self.public
 
     def test_points(self, kind: str) -> dict:
-        """max_score of each test function: the stage's points shared by weight."""
-        specs = self.tests(kind)
-        total = sum(s.weight for s in specs.values())
-        return {name: self.points * s.weight / total for name, s in specs.items()} if total else {}
+        """{test function: its points, an exact Fraction}, as stage.toml gives them; they add up to ``points``."""
+        return {name: s.points for name, s in self.tests(kind).items()}
 
 
-def _specs(table: dict, where: str) -> dict:
+def case_points(func_points: Fraction, n_cases: int, where: str) -> Fraction:
+    """What each of a test function's ``n_cases`` parametrised cases is worth: an equal share,
+    which must be a multiple of POINTS_QUANTUM (else ValueError naming ``where``)."""
+    share = Fraction(func_points) / n_cases
+    if share % POINTS_QUANTUM:
+        raise ValueError(f"{where}: {n_cases} cases share {_show(func_points)} points, {_show(share)} each; "
+                         f"a function's points must be a multiple of {_show(POINTS_QUANTUM)} x its number of "
+                         f"cases ({_show(POINTS_QUANTUM * n_cases)}) in stage.toml")
+    return share
+
+
+def _show(x: Fraction) -> str:
+    return f"{float(x):g}"
+
+
+def _points(value, where: str) -> Fraction:
+    """A number of points from stage.toml, exactly (0.75 is read as 3/4, not as a float's neighbour)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: points must be a number, not {value!r}")
+    exact = Fraction(str(value))  # str: the decimal as written, so 0.1 stays 1/10 and is refused below
+    if exact <= 0 or exact % POINTS_QUANTUM:
+        raise ValueError(f"{where}: points = {value} is not a positive multiple of {_show(POINTS_QUANTUM)}")
+    return exact
+
+
+def _specs(table: dict, where: str, stage_points: Fraction) -> dict:
+    """One table of stage.toml, ``test_x = { points = 0.75, visibility = "visible" }`` per test function;
+    the points must add up exactly to the stage's."""
     specs = {}
     for name, spec in table.items():
-        if isinstance(spec, (int, float)):
-            spec = {"weight": spec}
+        if not isinstance(spec, dict):
+            spec = {"points": spec}
+        if "weight" in spec:
+            raise ValueError(f"{where}: {name} has a weight; stage.toml gives each test its points instead")
+        if "points" not in spec:
+            raise ValueError(f"{where}: {name} has no points")
         vis = spec.get("visibility", "visible")
         if vis not in VISIBILITIES:
             raise ValueError(f"{where}: {name} has visibility {vis!r}")
-        specs[name] = TestSpec(float(spec["weight"]), vis)
+        specs[name] = TestSpec(_points(spec["points"], f"{where}: {name}"), vis)
+    total = sum(s.points for s in specs.values())
+    if specs and total != stage_points:
+        raise ValueError(f"{where}: its tests' points add up to {_show(total)}, not the stage's {_show(stage_points)}")
     return specs
 
 
@@ -135,14 +170,16 @@ def load_stage(stage_id: str) -> Stage:
     path = paths.ASSIGNMENTS / stage_id / "stage.toml"  # before the Stage exists to ask
     with open(path, "rb") as f:
         data = tomllib.load(f)
+    points = _points(data["points"], f"{path}: the stage")
     return Stage(
-        id=stage_id, title=data["title"], points=float(data["points"]), slides=str(data.get("slides", "")),
+        id=stage_id, title=data["title"], points=float(points), slides=str(data.get("slides", "")),
         library=data.get("library", "numpy"), time_limit_s=float(data.get("time_limit_s", 60)),
         call_timeout_s=float(data.get("call_timeout_s", 10 if data.get("library", "numpy") == "numpy" else 60)),
         memory_mb=int(data.get("memory_mb", 2048 if data.get("library", "numpy") == "numpy" else 6144)),
         bonus=bool(data.get("bonus", False)), forbidden=list(data.get("forbidden", [])),
         standins=list(data.get("standins", [])),
-        hidden=_specs(data.get("hidden", {}), str(path)), public=_specs(data.get("public", {}), str(path)),
+        hidden=_specs(data.get("hidden", {}), f"{path} [hidden]", points),
+        public=_specs(data.get("public", {}), f"{path} [public]", points),
     )
 
 
@@ -183,7 +220,7 @@ SHARED_GRADING_FILES = [paths.PACKAGE / "engine" / "testing.py", paths.PACKAGE /
 def suite_hash(stage_list) -> str:
     """A hash of everything that decides a grade for these stages, other than the submission.
 
-    Changes when a stage's hidden tests, weights, reference solution, probes,
+    Changes when a stage's hidden tests, points, reference solution, probes,
     stand-ins or hidden data change, or the assertion helpers / plugin / report
     code that turn them into scores and feedback. Only files that exist are hashed.
     """
