@@ -21,7 +21,7 @@ import os
 
 import torch
 
-from grader.engine import paths
+from grader.engine import stages
 
 from . import figures, pretrained
 

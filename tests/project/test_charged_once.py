@@ -44,7 +44,6 @@ def test_every_stage_that_imports_an_earlier_stage_stands_it_in():
     for it. (The catalogue test grades each mutant's own stage; this proves the rest.)"""
     import ast
 
-    from grader.engine import paths
     for stage in stages.all_stages():
         tree = ast.parse(stage.solution.read_text(encoding="utf-8"))
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from grader.authoring import starter
-from grader.engine import paths
+from grader.engine import paths, stages
 
 SOLUTION_FILES = sorted(paths.SOLUTIONS.glob("a[0-9][0-9]_*.py"))
 
