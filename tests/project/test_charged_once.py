@@ -113,11 +113,8 @@ POOLING = """            weights = mask.unsqueeze(-1).to(hidden.dtype)  # (b, n,
 """
 
 
-def test_a_stage_9_that_reuses_its_own_stage_8_mean_pool_is_not_charged_for_its_mistake(tmp_path):
-    """A mean_pool that averages over padding loses points in stage 8 (the catalogue proves it),
-    and only there: stage 9 pools with the stand-in's mean_pool."""
-    (mutant,) = [m for m in mutants.load("a08_sentiment") if m.id == "mean_pool_over_padding"]
-    sub = mutants.build_submission(mutant, tmp_path / "sub")
+def _a09_reusing_mean_pool(sub) -> None:
+    """Make the stage 9 of ``sub`` pool with its own stage-8 ``mean_pool``."""
     a09 = sub / "a09_retrieval.py"
     text = a09.read_text(encoding="utf-8")
     assert POOLING in text
@@ -126,5 +123,33 @@ def test_a_stage_9_that_reuses_its_own_stage_8_mean_pool_is_not_charged_for_its_
     a09.write_text(text.replace("import torch.nn.functional as F\n",
                                 "import torch.nn.functional as F\nfrom a08_sentiment import mean_pool\n", 1),
                    encoding="utf-8")
+
+
+def test_a_stage_9_that_reuses_its_own_stage_8_mean_pool_is_not_charged_for_its_mistake(tmp_path):
+    """A mean_pool that averages over padding loses points in stage 8 (the catalogue proves it),
+    and only there: stage 9 pools with the stand-in's mean_pool."""
+    (mutant,) = [m for m in mutants.load("a08_sentiment") if m.id == "mean_pool_over_padding"]
+    sub = mutants.build_submission(mutant, tmp_path / "sub")
+    _a09_reusing_mean_pool(sub)
     down = stage_of(grade_cached(sub, stages=["a09_retrieval"]), "a09_retrieval")
     assert down["score"] == down["max_score"], mutants.failed_feedback(down)[:600]
+
+
+# Every pair of stages where the later one imports the earlier (the reference's imports, and a
+# stage 9 that reuses its stage-8 mean_pool): each core catalogued mistake of the earlier one.
+PAIRS = [("a05_encoder", "a06_decoder"), ("a05_encoder", "a07_bert_mlm"), ("a07_bert_mlm", "a08_sentiment"),
+         ("a07_bert_mlm", "a09_retrieval"), ("a08_sentiment", "a09_retrieval")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("upstream, downstream, mutant",
+                         [(up, down, m) for up, down in PAIRS for m in mutants.load(up)],
+                         ids=lambda v: v.id if isinstance(v, mutants.Mutant) else v)
+def test_every_catalogued_mistake_costs_points_only_in_its_own_stage(upstream, downstream, mutant, tmp_path):
+    """The catalogue test shows each mistake loses points in its own stage; here, no stage built on it loses any."""
+    sub = mutants.build_submission(mutant, tmp_path / "sub")
+    if upstream == "a08_sentiment":
+        _a09_reusing_mean_pool(sub)
+    down = stage_of(grade_cached(sub, stages=[downstream], fast_only=True), downstream)
+    assert down["score"] == down["max_score"], f"{mutant.key} costs {downstream} points: " + \
+        mutants.failed_feedback(down)[:600]
