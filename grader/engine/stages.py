@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import hashlib
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 from . import paths
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI (requirements.txt)
+    import tomli as tomllib
 
 VISIBILITIES = ("visible", "hidden", "after_due_date")
 # The first lines of every starter file (``make starter``); a notebook holds the file without them.
