@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup grade check test lint lock starter release gradescope bench notebooks catalogue clean
+.PHONY: setup grade check test test-slow lint lock lock-pythons starter release gradescope bench notebooks catalogue clean
 
 # The grader installs editable from pyproject.toml with its `dev` extra; constraints.txt pins every
 # version, so a fresh clone next month installs what this one did (`make lock` rewrites it).
@@ -28,7 +28,12 @@ check: $(STAMP)
 
 ## test: the project's own tests (reference full marks, starter zero, mutants caught, ...)
 test: $(STAMP)
-	$(PY) -m pytest tests/project -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25
+	$(PY) -m pytest tests/project -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25 -m "not slow"
+
+## test-slow: the slow tests: `check`, `grade` and the bundle in a venv of each other Python (3.10, 3.12, 3.13),
+## kept in .pyvenvs/ (about 5 GB each where only torch's CUDA build is served); one version at a time
+test-slow: $(STAMP)
+	$(PY) -m pytest tests/project -q -p no:cacheprovider -m slow --durations=25
 
 ## lint: ruff, as configured in pyproject.toml (make test checks it too)
 lint: $(STAMP)
@@ -38,6 +43,10 @@ lint: $(STAMP)
 lock: $(STAMP)
 	{ echo "# Every version \`make setup\` installs, for Python 3.11 (\`make lock\` rewrites this file from the venv)."; \
 	  $(PY) -m pip freeze --exclude-editable --all | grep -v "^transformer-course-grader"; } > constraints.txt
+
+## lock-pythons: re-pin constraints/pyX.Y.txt (the runtime on 3.10, 3.12, 3.13) from fresh venvs in .pyvenvs/
+lock-pythons: $(STAMP)
+	$(PY) -m grader.authoring.pyversions --unlocked --lock
 
 ## starter: regenerate starter/ from solutions/, then the notebooks (they are built from starter/)
 starter: $(STAMP)
