@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup grade check test test-slow lint lock starter release gradescope bench notebooks catalogue clean
+.PHONY: setup grade check test test-slow lint lock lock-pythons starter release gradescope bench notebooks catalogue clean
 
 # The grader installs editable from pyproject.toml with its `dev` extra; constraints.txt pins every
 # version, so a fresh clone next month installs what this one did (`make lock` rewrites it).
@@ -30,9 +30,12 @@ check: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest tests/project -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25 -m "not slow"
 
-## test-slow: the tests marked slow (e.g. the grader as uid 65534 in a venv of the system's Python)
+## test-slow: the slow tests (minutes each): the grader as uid 65534 in a venv of the system's Python, the
+## Gradescope zip under a memory limit, `check`/`grade`/the bundle on Python 3.10, 3.12 and 3.13 (venvs kept in
+## .pyvenvs/, about 5 GB each where only torch's CUDA build is served), every catalogued mistake against the
+## stages built on its stage
 test-slow: $(STAMP)
-	$(PY) -m pytest tests/project -q -p no:cacheprovider --durations=25 -m slow
+	$(PY) -m pytest tests/project -q -p no:cacheprovider -m slow --durations=25
 
 ## lint: ruff, as configured in pyproject.toml (make test checks it too)
 lint: $(STAMP)
@@ -42,6 +45,10 @@ lint: $(STAMP)
 lock: $(STAMP)
 	{ echo "# Every version \`make setup\` installs, for Python 3.11 (\`make lock\` rewrites this file from the venv)."; \
 	  $(PY) -m pip freeze --exclude-editable --all | grep -v "^transformer-course-grader"; } > constraints.txt
+
+## lock-pythons: re-pin constraints/pyX.Y.txt (the runtime on 3.10, 3.12, 3.13) from fresh venvs in .pyvenvs/
+lock-pythons: $(STAMP)
+	$(PY) -m grader.authoring.pyversions --unlocked --lock
 
 ## starter: regenerate starter/ from solutions/, then the notebooks (they are built from starter/)
 starter: $(STAMP)

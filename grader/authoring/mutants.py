@@ -15,11 +15,15 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader.engine import paths, run, stages
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI (requirements.txt)
+    import tomli as tomllib
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,15 @@ each stage.toml keeps only its public table.
 from __future__ import annotations
 
 import shutil
-import tomllib
+import sys
 from pathlib import Path
 
 from grader.engine import paths, stages
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI (requirements.txt)
+    import tomli as tomllib
 
 STUDENT_FILES = {"requirements.txt": "requirements.txt"}
 ASSIGNMENT_SUFFIXES = (".md", ".ipynb", ".tsv", ".csv", ".json", ".jsonl", ".txt", ".py")

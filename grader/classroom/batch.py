@@ -521,7 +521,7 @@ def _current_rows(book, suite, jobs, reports_dir: Path) -> list:
             write_json(str(path), rep)
         graded_at = g["graded_at"]
         if graded_at is not None and graded_at.tzinfo is None:  # SQLite keeps no time zone: it was UTC
-            graded_at = graded_at.replace(tzinfo=dt.UTC)
+            graded_at = graded_at.replace(tzinfo=dt.timezone.utc)
         status, error = g["status"], g["error"] or ""
         if g["suite_hash"] != suite and status == "graded":
             status, error = "outdated", "graded with an earlier version of the tests; run the batch again"

@@ -150,7 +150,7 @@ test_results = Table(
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+    return dt.datetime.now(dt.timezone.utc)
 
 
 def default_url(out_dir: str) -> str:

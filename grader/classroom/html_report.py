@@ -211,7 +211,7 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
                          "scores": [per.get(sid, 0.0) for sid in stage_ids] if rep else None,
                          "total": rep["score"] if rep else None})
     return _render("class.html", n_rows=len(rows), n_graded=len(graded), suite=suite, run_id=run_id,
-                   now=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                   now=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                    plots=plots, failed=failed, failed_bars=failed_bars,
                    unfinished=[(sid, len(v)) for sid, v in sorted(st["unfinished"].items()) if v],
                    diagnoses=[{"count": count, "fn": fn, "name": st["names"].get(fn, fn),

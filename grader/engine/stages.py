@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 import hashlib
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
 
 from . import paths
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI (requirements.txt)
+    import tomli as tomllib
 
 VISIBILITIES = ("visible", "hidden", "after_due_date")
 # Every test case is worth a multiple of this: points students read as they are, sums that are exact in floats.

@@ -79,3 +79,13 @@ def load_module(path, name, deps=()):
                 sys.modules.pop(k, None)
             else:
                 sys.modules[k] = v
+
+
+def pytest_collection_modifyitems(config, items):
+    """A slow test runs only when asked for by a -m expression (`make test-slow` is `-m slow`)."""
+    if config.option.markexpr:
+        return
+    skip = pytest.mark.skip(reason="slow: run with `make test-slow` (pytest -m slow)")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
