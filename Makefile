@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup grade check test test-slow lint lock lock-pythons starter release gradescope bench notebooks catalogue clean
+.PHONY: setup grade check test test-slow lint lock lock-pythons starter release gradescope bench notebooks catalogue secret clean
 
 # The grader installs editable from pyproject.toml with its `dev` extra; constraints.txt pins every
 # version, so a fresh clone next month installs what this one did (`make lock` rewrites it).
@@ -59,9 +59,14 @@ starter: $(STAMP)
 notebooks: $(STAMP)
 	$(PY) -m grader.authoring.notebook_build
 
-## catalogue: grade every catalogued mistake, core and extended (slow; `make test` grades the core)
+## catalogue: grade every catalogued mistake, core and extended (slow; `make test` grades the core).
+## `make catalogue SEEDS=5`: the reference, alternatives and core mistakes on 5 seeds of the hidden inputs
 catalogue: $(STAMP)
-	$(PY) -m grader.authoring.mutants --extended
+	$(PY) -m grader.authoring.mutants $(if $(SEEDS),--seeds $(SEEDS),--extended)
+
+## secret: a new course secret for a new term (new hidden inputs for everyone; commit it with tests/hidden)
+secret: $(STAMP)
+	$(PY) -m grader.authoring.secret
 
 release: $(STAMP)
 	$(PY) -m grader release $(or $(OUT),dist/student)

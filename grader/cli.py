@@ -40,7 +40,7 @@ def cmd_grade(args) -> int:
     from grader.engine import gradescope, run, table  # start-up
     rep = run.grade(args.submission, kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
                     submission_id=args.id, threads=args.threads,
-                    allow_readable_secrets=args.allow_readable_secrets)
+                    allow_readable_secrets=args.allow_readable_secrets, seed=args.seed)
     _say_isolation(rep)
     if args.format == "gradescope":
         payload = gradescope.results_json(rep)
@@ -93,6 +93,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--id", help="submission id in the report (default: the file or folder name)")
     g.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded"])
     g.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    g.add_argument("--seed", type=int, help="the seed of the hidden suites' random inputs (default: from the "
+                                            "course secret and --id); a report's `seed` reproduces it")
     g.add_argument("--allow-readable-secrets", action="store_true",
                    help="grade even where the worker could read the hidden tests and solutions (no namespaces)")
     g.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -3,6 +3,7 @@
     python -m grader.authoring.mutants a02_softmax              # each core mutant of a stage: score and feedback
     python -m grader.authoring.mutants a06_decoder --extended   # core and extended catalogues
     python -m grader.authoring.mutants a06_decoder greedy_calls_forward pre_ln_decoder_layer   # some of them
+    python -m grader.authoring.mutants --seeds 5                # the reference, alternatives, core mutants on 5 seeds
 
 A mutant is the reference submission with a few exact find/replace edits in
 one stage module. ``make test`` grades every mutant of the core catalogue
@@ -18,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.engine import paths, run, stages
+from grader.engine import paths, run, seeds, stages
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -103,11 +104,77 @@ def verdict(mutant: Mutant, stage_report: dict) -> str:
     return "CAUGHT" if lost > 0 and mentioned else ("NOT NAMED" if lost > 0 else "MISSED")
 
 
+def seed_values(n: int) -> list:
+    """The seeds ``--seeds n`` grades on: those of submission ids catalogue-1 .. catalogue-n
+    under the course secret (what real students of this term get, not a hand-picked draw)."""
+    return [seeds.submission_seed(f"catalogue-{i}") for i in range(1, n + 1)]
+
+
+def sweep(n: int, stage: str | None = None, extended: bool = False) -> int:
+    """For each of ``n`` seeds: the reference (full marks?), every alternative (full marks) and
+    every catalogued mistake (caught, named), one line per seed, then the totals. The suites
+    must not depend on a lucky draw of their random inputs. Exit 1 on any shortfall.
+    The tests marked slow (end-to-end training, whose inputs are fixed) run only for the mutants
+    that need them; ``make test`` grades everything on the default seed."""
+    chosen = [stage] if stage else None
+    totals = {"ref": 0, "alt": [0, 0], "caught": 0, "named": 0, "mutants": 0}
+    bad_lines, shown = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, seed in enumerate(seed_values(n), 1):
+            ref = run.grade(str(paths.SOLUTIONS), stage_ids=chosen, fast_only=True, seed=seed)
+            ref_full = all(s["score"] == s["max_score"] for s in ref["stages"])
+            if not ref_full:
+                bad_lines.append(f"seed {seed}: reference {failed_feedback_all(ref)[:600]}")
+            fair = []
+            for st, path in alternatives(stage):
+                dest = Path(tmp) / f"s{k}" / "alt" / st / path.stem
+                s = run.grade(str(build_alternative(st, path, dest)), stage_ids=[st], fast_only=True,
+                              seed=seed)["stages"][0]
+                fair.append(s["score"] == s["max_score"])
+                if not fair[-1]:
+                    bad_lines.append(f"seed {seed}: UNFAIR alternative {st}/{path.name}: {failed_feedback(s)[:600]}")
+            verdicts = []
+            for m in load(stage, extended):
+                sub = build_submission(m, Path(tmp) / f"s{k}" / m.stage / m.id)
+                s = run.grade(str(sub), stage_ids=[m.stage], fast_only=not m.needs_slow, seed=seed)["stages"][0]
+                verdicts.append(verdict(m, s))
+                if verdicts[-1] != "CAUGHT":
+                    bad_lines.append(f"seed {seed}: {verdicts[-1]} {m.key}: {failed_feedback(s)[:600]}")
+            caught, named = sum(v != "MISSED" for v in verdicts), verdicts.count("CAUGHT")
+            print(f"seed {seed:>15}: reference full marks {'yes' if ref_full else 'NO'}, alternatives full marks "
+                  f"{sum(fair)}/{len(fair)}, mutants caught {caught}/{len(verdicts)}, named {named}/{len(verdicts)}",
+                  flush=True)
+            for line in bad_lines[shown:]:
+                print(f"    {line}", flush=True)
+            shown = len(bad_lines)
+            totals["ref"] += ref_full
+            totals["alt"][0] += sum(fair)
+            totals["alt"][1] += len(fair)
+            totals["caught"] += caught
+            totals["named"] += named
+            totals["mutants"] += len(verdicts)
+    print(f"over {n} seeds: reference full marks {totals['ref']}/{n}, alternatives full marks "
+          f"{totals['alt'][0]}/{totals['alt'][1]}, mutants caught {totals['caught']}/{totals['mutants']}, "
+          f"named {totals['named']}/{totals['mutants']}")
+    return 0 if not bad_lines else 1
+
+
+def failed_feedback_all(report: dict) -> str:
+    return " | ".join(f"{s['id']}: {failed_feedback(s)}" for s in report["stages"] if s["score"] < s["max_score"])
+
+
 def main(argv=None) -> int:
     """Grade each mutant (and each alternative) and print one line each, then the totals;
-    exit 1 when a mutant is missed or not named, or an alternative loses points."""
+    exit 1 when a mutant is missed or not named, or an alternative loses points.
+    ``--seeds N``: the same on N seeds of the hidden inputs (core catalogue unless --extended)."""
     argv = sys.argv[1:] if argv is None else argv
     extended = "--extended" in argv
+    if "--seeds" in argv:
+        i = argv.index("--seeds")
+        n = int(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
+        words = [a for a in argv if not a.startswith("--")]
+        return sweep(n, words[0] if words else None, extended)
     words = [a for a in argv if not a.startswith("--")]
     stage, only = (words[0], set(words[1:])) if words else (None, set())
     verdicts, fair = [], []

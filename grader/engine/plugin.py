@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from . import forkservers, paths, stages
+from . import forkservers, paths, seeds, stages, testing
 from . import isolation as iso
 from .errors import StudentProblem
 from .worker_client import StageWorker, StudentModule
@@ -32,6 +32,11 @@ def pytest_addoption(parser):
     group.addoption("--grader-work", default=None, help="private folder for worker files and stage events")
     group.addoption("--threads", type=int, default=1, help="torch threads in each worker")
     group.addoption("--hide", action="append", default=[], help="another path the worker must not read")
+    group.addoption("--submission-id", default="submission",
+                    help="the report's submission id (the seed's default is derived from it)")
+    group.addoption("--seed", type=int, default=None,
+                    help="the submission's seed for random inputs (default: from the course secret and "
+                         "--submission-id, grader/engine/seeds.py)")
     group.addoption("--reverse-order", action="store_true",
                     help="run each suite's tests in reverse (proves no test depends on the order)")
 
@@ -53,6 +58,33 @@ def pytest_collection_modifyitems(config, items):
 
 def stage_of(module) -> str:
     return Path(module.__file__).stem.removeprefix("test_")
+
+
+def submission_seed(config) -> int:
+    """``--seed``, else the seed derived from the course secret and ``--submission-id``
+    (derived only when a test draws: public suites run without the secret)."""
+    if getattr(config, "_grader_seed", None) is None:
+        given = config.getoption("--seed")
+        config._grader_seed = given if given is not None else seeds.submission_seed(
+            config.getoption("--submission-id"))
+    return config._grader_seed
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before the test's fixtures: the stage seed its random inputs are drawn from."""
+    testing.use_stage_seed(None)
+    if item.module is not None and stage_of(item.module) in {s.id for s in stages.all_stages()}:
+        try:
+            testing.use_stage_seed(seeds.stage_seed(submission_seed(item.config), stage_of(item.module)))
+        except seeds.NoSecret:
+            pass  # a suite that draws nothing needs no secret; one that draws says so (testing.case_seed)
+
+
+@pytest.fixture
+def stage_seed(request) -> int:
+    """The seed of this test's stage for this submission (``testing.rng(case)`` mixes in a case)."""
+    return seeds.stage_seed(submission_seed(request.config), stage_of(request.module))
 
 
 def pytest_sessionstart(session):

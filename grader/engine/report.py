@@ -91,13 +91,15 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
     return entry
 
 
-def assemble(intake, kind: str, stage_entries: list, errors: list, isolation: dict, duration: float) -> dict:
+def assemble(intake, kind: str, stage_entries: list, errors: list, isolation: dict, duration: float,
+             seed: int | None = None) -> dict:
     core = [s for s in stage_entries if not s.get("bonus")]
     bonus = [s for s in stage_entries if s.get("bonus")]
     report = {
         "schema_version": 1,
         "kind": kind,
         "submission": {"id": intake.id, "path": intake.path, "sha256": intake.sha256, "format": intake.format},
+        **({"seed": int(seed)} if seed is not None else {}),
         "score": exact_sum(s["score"] for s in core),
         "max_score": exact_sum(s["max_score"] for s in core),
         "stages": stage_entries,

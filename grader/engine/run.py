@@ -9,7 +9,7 @@ import sys
 import tempfile
 import time
 
-from . import forkservers, paths, report, stages, submission
+from . import forkservers, paths, report, seeds, stages, submission
 from . import isolation as iso
 
 PYTEST_SLACK_S = 120
@@ -18,7 +18,7 @@ PYTEST_SLACK_S = 120
 def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
           submission_id: str | None = None, threads: int = 1, hide=(), fast_only: bool = False,
           reverse_order: bool = False, pytest_here: bool = False, validate: bool = True,
-          allow_readable_secrets: bool = False) -> dict:
+          allow_readable_secrets: bool = False, seed: int | None = None) -> dict:
     """Grade the submission at ``path`` and return the schema-v1 report.
 
     ``fast_only`` leaves out tests marked ``slow`` (end-to-end training); the
@@ -28,6 +28,10 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
     for a process that grades one submission and exits (``check``, a batch's
     per-submission process); the student's code still runs in confined workers.
     ``validate=False`` skips the schema check of the report (``check`` only prints it).
+    ``seed``: the submission's seed, which the hidden suites draw their random inputs from
+    (``grader/engine/seeds.py``); by default derived from the course secret and the
+    submission's id, so a regrade of the same id draws the same inputs. The report records
+    it, and ``seed=`` the recorded value reproduces the report.
     Raises ``submission.UnreadableSubmission`` when nothing can be graded, and
     ``isolation.IsolationUnavailable`` when the workers cannot be confined as chosen
     (``isolation`` "strict" without every layer; no namespaces at all on the hidden
@@ -42,6 +46,8 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
     os.makedirs(private, mode=0o700)
     try:
         intake = submission.intake(path, os.path.join(private, "intake"), submission_id)
+        if seed is None and kind == "hidden":
+            seed = seeds.submission_seed(intake.id)
         present = {s.id for s in chosen if os.path.exists(os.path.join(intake.folder, s.module_file))}
         runnable = [s for s in chosen if s.id in present and s.suite(kind).exists()]
         json_tests, events, errors = [], {}, list(intake.errors)
@@ -49,7 +55,8 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
             if pytest_here:  # torch's import starts now, beside the session's own start-up
                 forkservers.start({s.library for s in runnable}, threads)
             json_tests, events, run_errors = _run_pytest(intake.folder, runnable, kind, iso_choice, work,
-                                                         threads, hide, fast_only, reverse_order, pytest_here)
+                                                         threads, hide, fast_only, reverse_order, pytest_here,
+                                                         intake.id, seed)
             errors += run_errors
         entries = []
         for s in chosen:
@@ -62,7 +69,7 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
                 entries.append(_missing_stage(s, kind, intake.errors))
         widest = max(chosen, key=lambda s: (s.memory_mb, s.time_limit_s))
         result = report.assemble(intake, kind, entries, errors, iso_choice.for_stage(widest).describe(),
-                                 time.monotonic() - start)
+                                 time.monotonic() - start, seed=seed)
         if validate:
             report.validate(result)
         return result
@@ -89,7 +96,7 @@ def _missing_stage(stage, kind, intake_errors=()):
 
 
 def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_only=False, reverse_order=False,
-                pytest_here=False):
+                pytest_here=False, submission_id="submission", seed=None):
     private = os.path.join(work, "private")
     json_path = os.path.join(private, "pytest.json")
     # Only the plugins grading needs: the ones installed packages register by entry point
@@ -105,6 +112,7 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
             f"--submission={folder}", f"--isolation-plan={isolation.to_json()}", f"--grader-work={work}",
             f"--threads={threads}", *[f"--hide={h}" for h in hide], *(["-m", "not slow"] if fast_only else []),
             *(["--reverse-order"] if reverse_order else []),
+            f"--submission-id={submission_id}", *([f"--seed={seed}"] if seed is not None else []),
             *[str(s.suite(kind)) for s in runnable]]
     if pytest_here:
         proc = _pytest_here(args)

@@ -219,7 +219,8 @@ def resolve(names) -> list:
 
 # What every stage's grade also depends on: the helpers and plugin that turn tests into scores and feedback.
 SHARED_GRADING_FILES = [paths.PACKAGE / "engine" / "testing.py", paths.PACKAGE / "engine" / "plugin.py",
-                        paths.PACKAGE / "engine" / "report.py", paths.TESTS / "grading.ini"]
+                        paths.PACKAGE / "engine" / "report.py", paths.TESTS / "grading.ini",
+                        paths.PACKAGE / "engine" / "seeds.py", paths.HIDDEN_TESTS / "course_secret.txt"]
 
 
 def suite_hash(stage_list) -> str:
@@ -235,7 +236,8 @@ def suite_hash(stage_list) -> str:
         for f in stage.grading_files():
             _hash_file(digest, f)
     for f in SHARED_GRADING_FILES:
-        _hash_file(digest, f)
+        if f.exists():
+            _hash_file(digest, f)
     return digest.hexdigest()
 
 

@@ -12,8 +12,41 @@ from functools import cache
 
 import numpy as np
 
-from . import paths
+from . import paths, seeds
 from .errors import StudentError
+
+# The seed of the stage whose test is running: the plugin sets it before each test
+# (``use_stage_seed``) from the submission's seed (``--seed``) and the test's stage.
+_stage = {"seed": None}
+
+
+def use_stage_seed(seed: int | None) -> None:
+    _stage["seed"] = seed
+
+
+def case_seed(case) -> int:
+    """The seed of one case of the running test's stage: the stage seed (course secret,
+    submission id, stage; ``grader/engine/seeds.py``) mixed with the test's own case
+    number, so that cases stay distinct and every submission gets its own inputs."""
+    if _stage["seed"] is None:
+        raise RuntimeError("no stage seed: hidden tests draw their inputs under grader.engine.plugin")
+    return seeds.case_seed(_stage["seed"], case)
+
+
+def rng(case) -> np.random.Generator:
+    """A numpy generator for case ``case`` of the running stage (in place of a fixed seed)."""
+    return np.random.default_rng(case_seed(case))
+
+
+def torch_generator(case):
+    """A torch generator for case ``case`` of the running stage (in place of a fixed seed)."""
+    import torch
+    return torch.Generator().manual_seed(case_seed(case))
+
+
+def randn(*shape, case):
+    """``seeded_randn`` for case ``case`` of the running stage."""
+    return seeded_randn(*shape, seed=case_seed(case))
 
 
 @cache

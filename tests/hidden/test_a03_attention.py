@@ -13,6 +13,7 @@ sum) changes them by more than 1e-3, so 1e-10 separates both with room to spare.
 import numpy as np
 import pytest
 
+from grader.engine import testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
     as_array,
@@ -30,8 +31,10 @@ TOL = dict(atol=1e-10, rtol=1e-8)
 SLOWDOWN_LIMIT = 20.0
 
 
-def rng(seed):
-    return np.random.default_rng(3000 + seed)
+def rng(case):
+    """The inputs of case ``case``: drawn from this submission's stage seed (course secret,
+    submission id, stage), so no two students, and no two terms, see the same numbers."""
+    return testing.rng(3000 + case)
 
 
 def _swap(a):

@@ -14,6 +14,7 @@ Tolerances:
 import numpy as np
 import pytest
 
+from grader.engine import testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
     as_array,
@@ -31,8 +32,10 @@ EXACT = dict(atol=1e-12, rtol=0.0)
 PE_TOL = dict(atol=1e-10, rtol=1e-10)
 
 
-def rng(seed):
-    return np.random.default_rng(4000 + seed)
+def rng(case):
+    """The inputs of case ``case``: drawn from this submission's stage seed (course secret,
+    submission id, stage), so no two students, and no two terms, see the same numbers."""
+    return testing.rng(4000 + case)
 
 
 # ---------------------------------------------------------------- known wrong tables

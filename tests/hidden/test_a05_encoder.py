@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from grader.engine import testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
     as_array,
@@ -28,7 +29,6 @@ from grader.engine.testing import (
     probe_tensor,
     randomise_norms_and_biases,
     reference,
-    seeded_randn,
 )
 
 STAGE = "a05_encoder"
@@ -45,19 +45,26 @@ def R():
 # ----------------------------------------------------------------------------- helpers
 
 def _make(kind, init, seed):
-    """A reference module with reproducible, non-trivial weights, and its state_dict without `pe`."""
-    torch.manual_seed(seed)
+    """A reference module with non-trivial weights drawn for case ``seed`` of this submission (the
+    stage seed mixed with the case: testing.case_seed), and its state_dict without `pe`."""
+    torch.manual_seed(testing.case_seed(seed))
     model = getattr(R(), kind)(**init)
-    randomise_norms_and_biases(model, 1000 + seed)
+    randomise_norms_and_biases(model, testing.case_seed(1000 + seed))
     model.eval()
     state = {k: v.detach().clone() for k, v in model.state_dict().items() if k != "pe"}
     return model, state
 
 
 def _rand_mask(*shape, seed, p=0.4):
-    mask = torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) > p
+    mask = torch.rand(*shape, generator=testing.torch_generator(seed)) > p
     mask[..., 0] = True
     return mask
+
+
+def seeded_randn(*shape, seed):
+    """Standard normal numbers for case ``seed`` of this submission: the stage seed (course secret,
+    submission id, stage) mixed with the case, so that no two students, and no two terms, see the same."""
+    return testing.randn(*shape, case=seed)
 
 
 CONTRACT_NAMES = (
@@ -353,7 +360,7 @@ def test_attention_dropout_on_weights(student):
     state.update({"w_v.weight": eye.clone(), "w_o.weight": eye.clone(),
                   "w_v.bias": torch.zeros(d), "w_o.bias": torch.zeros(d)})
     q = seeded_randn(B, m, d, seed=11)
-    c = 1.0 + torch.rand(d, generator=torch.Generator().manual_seed(12))
+    c = 1.0 + torch.rand(d, generator=testing.torch_generator(12))
     kv_keys = seeded_randn(B, n, d, seed=13)
     value = c.expand(B, n, d).clone()  # every value row is c: any mix of values is c * (sum of weights)
     results = _run(student, "MultiHeadAttention", init, state, [{"args": [q, kv_keys, value]}], train=True, seed=3)

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader.engine import stages
+from grader.engine import stages, testing
 from grader.engine.testing import (
     as_array,
     assert_close,
@@ -60,10 +60,11 @@ def R():
 # ----------------------------------------------------------------------------- helpers
 
 def _make(kind, init, seed):
-    """A reference module with reproducible, non-trivial weights (eval mode) and its state_dict."""
-    torch.manual_seed(seed)
+    """A reference module with non-trivial weights drawn for case ``seed`` of this submission (the stage
+    seed mixed with the case: testing.case_seed), in eval mode, and its state_dict."""
+    torch.manual_seed(testing.case_seed(seed))
     model = getattr(R(), kind)(**init)
-    randomise_norms_and_biases(model, 1000 + seed, bias_scale=0.1, embedding_scale=0.02)
+    randomise_norms_and_biases(model, testing.case_seed(1000 + seed), bias_scale=0.1, embedding_scale=0.02)
     model.eval()
     return model, {k: v.detach().clone() for k, v in model.state_dict().items()}
 
@@ -78,7 +79,7 @@ def _variant(kind, init, state, **changes):
 
 
 def _ids(B, n, seed, low=5, high=50):
-    return torch.randint(low, high, (B, n), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(low, high, (B, n), generator=testing.torch_generator(seed))
 
 
 def _padded(B, n, seed, high=50):
@@ -445,7 +446,7 @@ def _embedding_grad(state, ids, mask, labels, tied):
 # ----------------------------------------------------------------------------- mlm_loss
 
 def _loss_case(seed, frac=0.3):
-    gen = torch.Generator().manual_seed(seed)
+    gen = testing.torch_generator(seed)
     logits = 2 * torch.randn(3, 7, 11, generator=gen)
     labels = torch.randint(0, 11, (3, 7), generator=gen)
     labels[torch.rand(3, 7, generator=gen) > frac] = -100
@@ -477,7 +478,7 @@ def test_mlm_loss_values(student):
     assert_close(reply["grad"], x.grad, what=f"the gradient of {what}", atol=1e-6, rtol=1e-5,
                  hint="Unlabelled positions must get zero gradient.")
     changed = logits.clone()
-    changed[~keep] = 50 * torch.randn(int((~keep).sum()), 11, generator=torch.Generator().manual_seed(27))
+    changed[~keep] = 50 * torch.randn(int((~keep).sum()), 11, generator=testing.torch_generator(27))
     again = _tensor(student.mlm_loss(changed, labels), what)
     assert_close(again, got, what="mlm_loss after changing the logits only at -100 positions", atol=1e-6, rtol=1e-5,
                  hint="Positions labelled -100 must not affect the loss.")
@@ -513,7 +514,10 @@ MASK_ID, VOCAB, SPECIALS = 4, 60, [0, 1, 2, 3, 4, 17]
 
 
 def _mask_input(seed=21, B=64, n=32):
-    """Ids 10..29 (17 is special too), [CLS] first, [SEP] last, padding at the end of some rows."""
+    """Ids 10..29 (17 is special too), [CLS] first, [SEP] last, padding at the end of some rows.
+    Fixed (the same for everyone), like the generator seeds _draws passes: the statistical tests'
+    tolerances were set on these counts of special and padded tokens; mask_tokens's output is the
+    student's own random draw, compared with rates, not with the reference's values."""
     ids = torch.randint(10, 30, (B, n), generator=torch.Generator().manual_seed(seed))
     ids[:, 0] = 2
     lengths = torch.randint(n // 2, n + 1, (B,), generator=torch.Generator().manual_seed(seed + 1))
@@ -669,7 +673,7 @@ def mlm_task():
 
     train_ids, train_mask = encode("mlm_train.txt", 4000)
     valid_ids, valid_mask = encode("mlm_valid.txt", 500)
-    g = torch.Generator().manual_seed(5)
+    g = torch.Generator().manual_seed(5)  # fixed: the accuracy floor was measured on these batches
     kwargs = dict(mask_id=tok.token_to_id("[MASK]"), vocab_size=vocab, special_ids=specials, generator=g)
     batches = []
     for _ in range(TRAIN_STEPS):

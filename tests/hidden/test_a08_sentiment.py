@@ -29,7 +29,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.engine import paths, stages
+from grader.engine import paths, stages, testing
 from grader.engine.testing import assert_close, assert_matches, assert_shape, probe_tensor, raises_student, reference
 from grader.lab import pretrained
 
@@ -59,12 +59,18 @@ def R7():
 
 # ----------------------------------------------------------------------------- helpers
 
-def _tiny_encoder(seed=0, **changes):
+def _seed(case, fixed=False):
+    """The seed of case ``case`` of this submission (the stage seed mixed with the case:
+    testing.case_seed); ``fixed``: ``case`` itself, the same for everyone."""
+    return case if fixed else testing.case_seed(case)
+
+
+def _tiny_encoder(seed=0, fixed=False, **changes):
     """(spec for the probe, reference encoder): a small random BertModel with non-trivial weights."""
     init = dict(TINY, **changes)
-    torch.manual_seed(seed)
+    torch.manual_seed(_seed(seed, fixed))
     enc = R7().BertModel(**init)
-    gen = torch.Generator().manual_seed(100 + seed)
+    gen = torch.Generator().manual_seed(_seed(100 + seed, fixed))
     with torch.no_grad():
         for name, p in enc.named_parameters():
             if "embeddings" in name:
@@ -75,8 +81,8 @@ def _tiny_encoder(seed=0, **changes):
     return {"init": init, "state_dict": state}, enc
 
 
-def _head(hidden_size, num_classes, seed, std=0.5):
-    gen = torch.Generator().manual_seed(seed)
+def _head(hidden_size, num_classes, seed, std=0.5, fixed=False):
+    gen = torch.Generator().manual_seed(_seed(seed, fixed))
     return {"classifier.weight": std * torch.randn(num_classes, hidden_size, generator=gen),
             "classifier.bias": 0.1 * torch.randn(num_classes, generator=gen)}
 
@@ -87,9 +93,9 @@ def _reference_classifier(encoder, head_state, **kwargs):
     return model.eval()
 
 
-def _batch(B, n, seed, lengths=None):
+def _batch(B, n, seed, lengths=None, fixed=False):
     """Token ids (B, n): [CLS] w w ... [SEP] then [PAD]; and the attention mask (B, n)."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(_seed(seed, fixed))
     ids = torch.randint(4, TINY["vocab_size"], (B, n), generator=gen)
     lengths = lengths or [n - (b * 3) % (n - 2) for b in range(B)]
     mask = (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]).long()
@@ -139,7 +145,7 @@ HINT_NO_MASK = ("The encoder seems to run without the attention mask: pass atten
 @pytest.mark.parametrize("dtype", ["long", "bool", "float"])
 def test_mean_pool_values(student, dtype):
     """mean_pool averages the real tokens only (slide 67)"""
-    gen = torch.Generator().manual_seed(3)
+    gen = testing.torch_generator(3)
     hidden = torch.randn(3, 6, 5, generator=gen)
     mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0]])
     mask = {"long": mask, "bool": mask.bool(), "float": mask.float()}[dtype]
@@ -155,7 +161,7 @@ def test_mean_pool_values(student, dtype):
 
 def test_mean_pool_all_padding_row_is_zero(student):
     """mean_pool gives a zero vector, not NaN, for a row without real tokens"""
-    hidden = torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(4))
+    hidden = torch.randn(2, 4, 3, generator=testing.torch_generator(4))
     mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0]])
     what = "mean_pool(hidden (2, 4, 3), attention_mask [[1, 1, 0, 0], [0, 0, 0, 0]])"
     out = assert_shape(student.mean_pool(hidden, mask), (2, 3), what=what)
@@ -398,10 +404,12 @@ def test_train_is_reproducible_with_seed(student):
 
 
 def _toy_task(n=64, length=8, seed=10, reps=3):
-    """Rows hold token 5 (label 1) or token 6 (label 0) three times among random tokens; some rows padded."""
+    """Rows hold token 5 (label 1) or token 6 (label 0) three times among random tokens; some rows padded.
+    Fixed (the same for everyone), with the encoder and head of test_train_learns_a_toy_task: its
+    90 % accuracy floor is a property of this training run, which another draw could miss."""
     gen = torch.Generator().manual_seed(seed)
     lengths = [length - int(x) for x in torch.randint(0, 2, (n,), generator=gen)]
-    ids, mask = _batch(n, length, seed=seed + 1, lengths=lengths)
+    ids, mask = _batch(n, length, seed=seed + 1, lengths=lengths, fixed=True)
     ids[(ids == 5) | (ids == 6)] = 7
     labels = torch.arange(n) % 2
     for i in range(n):
@@ -412,10 +420,10 @@ def _toy_task(n=64, length=8, seed=10, reps=3):
 
 def test_train_learns_a_toy_task(student):
     """train_classifier fits a small learnable task (the loss goes down, training accuracy >= 90 %)"""
-    spec, _ = _tiny_encoder(seed=7, dropout=0.1)
+    spec, _ = _tiny_encoder(seed=7, fixed=True, dropout=0.1)
     ids, mask, labels = _toy_task()
     reply = student.probe("train", encoder=spec, classifier=dict(pooling="mean", dropout=0.1),
-                          head_state=_head(16, 2, seed=13, std=0.1), input_ids=ids, attention_mask=mask,
+                          head_state=_head(16, 2, seed=13, std=0.1, fixed=True), input_ids=ids, attention_mask=mask,
                           labels=labels, train_kwargs=dict(epochs=6, lr=1e-2, batch_size=8, seed=0),
                           eval_inputs={"input_ids": ids, "attention_mask": mask})
     _check_load(reply)

@@ -23,7 +23,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.engine import paths, stages
+from grader.engine import paths, stages, testing
 from grader.engine.testing import as_array, assert_close, assert_matches, assert_shape, raises_student, reference
 from grader.lab import pretrained
 
@@ -197,7 +197,7 @@ def _pair(out, what):
 
 def test_top_k_values_and_order(student):
     """top_k returns the k highest cosine similarities, highest first, and their document indices"""
-    gen = torch.Generator().manual_seed(5)
+    gen = testing.torch_generator(5)
     queries = torch.randn(3, 6, generator=gen)
     docs = torch.randn(9, 6, generator=gen) * torch.tensor([0.1, 5.0, 1.0, 0.3, 2.0, 8.0, 0.5, 1.0, 3.0])[:, None]
     what = "top_k(queries (3, 6), documents (9, 6) of different lengths, k=4)"

@@ -9,7 +9,7 @@ import venv
 import pytest
 
 from grader.authoring import release, starter
-from grader.engine import paths, stages
+from grader.engine import paths, seeds, stages
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +69,10 @@ def test_no_hidden_test_stand_in_or_fixture_in_the_bundle(bundle):
                      for p in folder.rglob("*") if p.is_file()}
     leaked = [f for f in files if hashlib.sha256((bundle / f).read_bytes()).hexdigest() in secret_hashes]
     assert not leaked, leaked
+    # the course secret the hidden inputs are drawn from: not the file, not its text anywhere
+    secret = seeds.course_secret()
+    assert not [f for f in files if f.endswith(seeds.SECRET_FILE.name)]
+    assert not [p for p, text in bundle_texts(bundle) if secret in text]
     for stage in stages.all_stages():
         only_hidden = set(stage.hidden) - set(stage.public)
         toml = (bundle / "assignments" / stage.id / "stage.toml").read_text()
