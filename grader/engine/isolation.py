@@ -195,7 +195,8 @@ class Isolation:
             **plan,
             "hide": [p for p in dict.fromkeys([*map(str, paths.SECRET_PATHS), *self.extra_hidden, *hidden])
                      if os.path.exists(p)],
-            "expose": [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))],
+            # the worker exposes its own interpreter and sys.path (jail.exposed_paths), never the course's folder
+            "course": str(paths.ROOT),
             "stash": stash,
         }
 
