@@ -38,6 +38,12 @@ class ConfinementFailed(IsolationUnavailable):
     """A worker could not confine itself along the chosen path."""
 
 
+class WorkerImportFailed(IsolationUnavailable):
+    """A module the grader's own code needs (a probe's, a stand-in's, course-provided code's, or one
+    installed for the grader that the submission imports) cannot be imported in a confined worker:
+    the grader's environment fails, never the student. A grader error, one line, no report."""
+
+
 _probed: dict = {}
 
 
