@@ -44,6 +44,12 @@ class ConfinementFailed(IsolationUnavailable):
     """A worker could not confine itself along the chosen path."""
 
 
+class WorkerImportFailed(IsolationUnavailable):
+    """A module the grader's own code needs (a probe's, a stand-in's, course-provided code's, or one
+    installed for the grader that the submission imports) cannot be imported in a confined worker:
+    the grader's environment fails, never the student. A grader error, one line, no report."""
+
+
 _probed: dict = {}
 
 
@@ -201,7 +207,8 @@ class Isolation:
             **plan,
             "hide": [p for p in dict.fromkeys([*map(str, paths.SECRET_PATHS), *self.extra_hidden, *hidden])
                      if os.path.exists(p)],
-            "expose": [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))],
+            # the worker exposes its own interpreter and sys.path (jail.exposed_paths), never the course's folder
+            "course": str(paths.ROOT),
             "stash": stash,
         }
 

@@ -20,7 +20,7 @@ from .worker_client import StageWorker, StudentModule
 
 FEEDBACK_CHARS = 1200
 _workers: dict = {}
-_fatal: list = []  # why the session stopped as a grader error (written to private/fatal.txt)
+_fatal: list = []  # why the session stopped as a grader error (private/fatal.txt: the class, then the message)
 
 
 def pytest_addoption(parser):
@@ -156,8 +156,9 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if call.excinfo is not None and isinstance(call.excinfo.value, iso.IsolationUnavailable):
-        _fatal.append(str(call.excinfo.value))  # a grader error: stop; run.grade raises it, no report
-        item.session.shouldstop = "confinement failed"
+        # a grader error: stop; run.grade raises it (of the same class), no report
+        _fatal.append(f"{type(call.excinfo.value).__name__}\n{call.excinfo.value}")
+        item.session.shouldstop = "grader error"
     if call.when == "call" or (call.when == "setup" and report.failed):
         status, feedback = classify(call.excinfo)
         item._grader_result = {"status": status, "feedback": feedback[:FEEDBACK_CHARS]}

@@ -35,7 +35,9 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
     Raises ``submission.UnreadableSubmission`` when nothing can be graded, and
     ``isolation.IsolationUnavailable`` when the workers cannot be confined as chosen
     (``isolation`` "strict" without every layer; no namespaces at all on the hidden
-    suites unless ``allow_readable_secrets``; a worker that failed to confine itself).
+    suites unless ``allow_readable_secrets``; a worker that failed to confine itself;
+    ``isolation.WorkerImportFailed``: a module the grader's code needs cannot be imported
+    in a worker).
     """
     start = time.monotonic()
     chosen = stages.resolve(stage_ids)
@@ -127,7 +129,11 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
     fatal = os.path.join(private, "fatal.txt")
     if os.path.exists(fatal):
         with open(fatal) as f:
-            raise iso.ConfinementFailed(f.read().strip())
+            kind, _, message = f.read().strip().partition("\n")
+        cls = getattr(iso, kind, None)
+        if not (isinstance(cls, type) and issubclass(cls, iso.IsolationUnavailable)):
+            cls, message = iso.ConfinementFailed, message or kind
+        raise cls(message)
     if not os.path.exists(json_path):
         raise RuntimeError(f"the grading session failed to run:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     with open(json_path) as f:

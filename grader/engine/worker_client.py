@@ -6,6 +6,7 @@ a fresh worker, until the stage's wall-clock budget is spent.
 """
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import select
 import signal
@@ -229,6 +230,7 @@ class StageWorker:
                 raise StudentMissing(load["message"])
             if load.get("kind") == "forbidden":
                 raise ForbiddenCall(f"importing the module failed: {load.get('message')}")
+            self._check_import(load, f"the import of {self.stage.id}.py")
             raise StudentError(load, what)
         self._send(msg)
         left = min(self.stage.call_timeout_s if timeout is None else timeout, self._remaining())
@@ -243,7 +245,56 @@ class StageWorker:
             raise StudentMissing(reply["message"])
         if kind == "grader":
             raise RuntimeError(f"grader problem: {reply.get('message')}")
+        self._check_import(reply, what)
         raise StudentError(reply, what)
+
+    def _check_import(self, reply: dict, what: str) -> None:
+        """Raise WorkerImportFailed when ``reply`` is the grader's environment failing in the worker."""
+        why = grader_import_failure(reply)
+        if why:
+            place = f" at {reply['where']}" if reply.get("where") else ""
+            text = (f"the grader cannot import {reply['import']['module']} in the worker ({why}): "
+                    f"{reply.get('type')}: {reply.get('message')}{place}, while {self.stage.id} ran {what}; "
+                    "the worker's new root lacks part of the grader's Python environment")
+            raise iso.WorkerImportFailed(" ".join(text.split())[:1500])
+
+
+def grader_import_failure(reply: dict):
+    """Why a worker's ImportError is the grader's environment failing (None: the student's).
+
+    Never for a student's module (a stage module ``aNN_*`` or a file of the submission). Always when
+    the course's code (a probe, a stand-in, starter code) made the import. When the submission's
+    own code made it, only for a module this worker cannot find although it is installed for the
+    grader outside the course folder (the trusted side finds it): importing a package the
+    course does not provide, or a name a package lacks, stays the student's mistake."""
+    imp = reply.get("import")
+    if not isinstance(imp, dict) or not isinstance(imp.get("module"), str) or imp.get("student_module"):
+        return None
+    if imp.get("by") != "student":
+        return "the course's own code imports it"
+    if imp.get("not_found") and not imp.get("found_here") and installed_for_grader(imp["module"]):
+        return "it is installed for the grader"
+    return None
+
+
+def installed_for_grader(name: str) -> bool:
+    """Whether the module ``name`` is installed where the grader's interpreter finds it, outside
+    the course folder (whose modules a worker must not see), found without importing anything."""
+    locations, spec = None, None
+    for part in name.split("."):
+        if spec is not None and locations is None:
+            return False  # a module, not a package: it has no submodules
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(part, locations)
+        except (ImportError, ValueError, OSError):
+            return False
+        if spec is None:
+            return False
+        locations = list(spec.submodule_search_locations) if spec.submodule_search_locations is not None else None
+    where = [spec.origin] if spec.origin and spec.origin not in ("built-in", "frozen") else []
+    where += locations or []
+    course = os.path.realpath(paths.ROOT)
+    return not any(os.path.realpath(w) == course or os.path.realpath(w).startswith(course + os.sep) for w in where)
 
 
 def describe_call(name, args, kwargs) -> str:

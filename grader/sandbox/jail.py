@@ -14,8 +14,11 @@ With namespaces:
 1. the network namespace has no interface up, so every connection fails at once;
 2. a new, empty root file system (a tmpfs) into which only what the worker
    needs is bind-mounted read-only: the system directories (/usr, /lib, /etc,
-   /dev, /proc, ...), the Python installation and its virtual environment, the
-   grader's worker library; and read-write, its scratch folder. Nothing else
+   /dev, /proc, ...), the Python installation, its virtual environment and every
+   folder on the worker's ``sys.path``, each at its real path and, through the
+   symbolic links recreated inside, at every path the worker reaches it by (a
+   venv that is a symlink to a shared or cached one; :func:`exposed_paths`);
+   and read-write, its scratch folder. Nothing else
    exists there: not the course repository (solutions, hidden tests, .git),
    not other submissions, not the grader's private files, not another copy of
    the course elsewhere on the machine. Paths in ``plan["hide"]`` that lie inside
@@ -70,19 +73,92 @@ def hide(path: str) -> None:
 
 
 def expose(new_root: str, path: str, writable: bool = False) -> None:
-    """Make ``path`` appear at the same place under ``new_root`` (a symlink stays a symlink)."""
+    """Make ``path`` appear at the same place under ``new_root`` (a symlink stays a symlink; a
+    file is bind-mounted onto an empty file)."""
     target = new_root + path
     if os.path.islink(path):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         if not os.path.lexists(target):
             os.symlink(os.readlink(path), target)
         return
-    if not os.path.isdir(path):
+    if os.path.isdir(path):
+        os.makedirs(target, exist_ok=True)
+    elif os.path.isfile(path):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.lexists(target):
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
+    else:
         return
-    os.makedirs(target, exist_ok=True)
     mount(path, target, None, MS_BIND | MS_REC)
     if not writable:
         mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | kept_flags(path))
+
+
+def resolve(path: str, links: list, root: str = "", _depth: int = 0) -> str:
+    """The real path of the absolute ``path`` as seen from ``root`` ("" for this process's own
+    root; a new root for what a chrooted worker will see: an absolute link then means a path
+    under ``root``), like :func:`os.path.realpath`; every symbolic link met on the way is
+    appended to ``links`` as ``(where, text)``, ``where`` with real folders only."""
+    if _depth > 40:
+        raise OSError(f"too many levels of symbolic links resolving {path}")
+    cur = "/"
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            cur = os.path.dirname(cur)
+            continue
+        nxt = os.path.join(cur, part)
+        if os.path.islink(root + nxt):
+            text = os.readlink(root + nxt)
+            links.append((nxt, text))
+            cur = resolve(os.path.join(cur, text), links, root, _depth + 1)
+        else:
+            cur = nxt
+    return cur
+
+
+def interpreter_paths() -> tuple[list, list]:
+    """What this interpreter imports from, as it names them: (its prefixes and executable; every
+    existing ``sys.path`` entry: the stdlib, site-packages, folders added by .pth files). A worker
+    asks at confinement time, so a venv reached through a symlink or a bind mount, or living
+    outside the project, is named as the worker will look for it."""
+    own = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sys.executable,
+           os.path.dirname(sys.executable)]
+    on_path = [p for p in sys.path if p and os.path.isabs(p)]
+    keep = lambda paths: [p for p in dict.fromkeys(paths) if p and os.path.exists(p)]  # noqa: E731
+    return keep(own), keep(on_path)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def exposed_paths(plan: dict) -> tuple[list, list]:
+    """(real paths to bind-mount, symbolic links ``(where, text)`` to recreate) so that the
+    worker finds the interpreter and every folder on its ``sys.path`` both at its real path and
+    at every path it is reached by. A ``sys.path`` entry inside the course (``plan["course"]``,
+    e.g. a .pth naming the project) or above it is left out unless it lies in the interpreter's
+    own prefixes (a ``.venv`` inside the project is the venv, not the course)."""
+    own, on_path = interpreter_paths()
+    links, reals = [], []
+    own_real = []
+    for path in [*plan.get("expose", []), *own]:
+        found = []
+        real = resolve(os.path.abspath(path), found)
+        own_real.append(real)
+        reals.append(real)
+        links += found
+    course = plan.get("course") and os.path.realpath(plan["course"])
+    for path in on_path:
+        found = []
+        real = resolve(os.path.abspath(path), found)
+        if course and not any(_within(real, p) for p in own_real) and (_within(real, course) or
+                                                                      _within(course, real)):
+            continue
+        reals.append(real)
+        links += found
+    return list(dict.fromkeys(reals)), list(dict.fromkeys(links))
 
 
 def kept_flags(path: str) -> int:
@@ -100,22 +176,32 @@ def kept_flags(path: str) -> int:
 
 
 def build_root(plan: dict) -> str:
-    """An empty tmpfs with only what the worker needs mounted into it."""
+    """An empty tmpfs with only what the worker needs mounted into it: the system folders, the
+    interpreter and every folder on its ``sys.path`` (at their real paths, with the symbolic
+    links that lead there recreated), the scratch folder; ``plan["hide"]`` covered wherever the
+    worker would reach it."""
     new_root = os.path.join(plan["stash"], "root")
     os.makedirs(new_root, exist_ok=True)
     mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    reals, links = exposed_paths(plan)
     exposed = []
-    for path in sorted(dict.fromkeys(SYSTEM + plan["expose"]), key=len):
-        real = path if path in SYSTEM else os.path.realpath(path)
-        if not any(real == e or real.startswith(e.rstrip("/") + "/") for e in exposed):
-            expose(new_root, real)
-            exposed.append(real)
+    for path in sorted(dict.fromkeys(SYSTEM + reals), key=len):  # a folder before what it holds
+        if not any(_within(path, e) for e in exposed):
+            expose(new_root, path)  # a SYSTEM entry may be a symlink (/bin -> usr/bin): it stays one
+            exposed.append(path)
+    for where, text in links:  # ``where`` has real folders only: nothing below leads outside new_root
+        if not os.path.lexists(new_root + where):  # else it is inside a mounted folder already
+            os.makedirs(new_root + os.path.dirname(where), exist_ok=True)
+            os.symlink(text, new_root + where)
     expose(new_root, plan["cwd"], writable=True)
     os.makedirs(new_root + "/tmp", mode=0o1777, exist_ok=True)
     os.chmod(new_root + "/tmp", 0o1777)
     for path in plan["hide"]:
-        if os.path.lexists(new_root + path):
-            hide(new_root + path)
+        # resolved inside the new root: a symlink there (a venv reached through one) must not lead
+        # this mount outside it, and the secret is covered whichever path the worker takes to it
+        inside = resolve(os.path.abspath(path), [], root=new_root)
+        if os.path.lexists(new_root + inside):
+            hide(new_root + inside)
     return new_root
 
 
@@ -314,7 +400,6 @@ def probe(uid: int) -> dict:
             os.makedirs(cwd)
             plan = {"path": path, "uid": uid if with_uid else None, "hide": [], "env": {}, "cwd": cwd,
                     "stash": os.path.join(tmp, f"stash{n}"),
-                    "expose": [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))],
                     "limits": {"cpu_s": 60, "memory_mb": 8192, "file_mb": 16}}
             try:
                 if with_uid:

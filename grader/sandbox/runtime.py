@@ -11,7 +11,8 @@ Requests (dicts):
   {"op": "probe", "name", "kwargs"}      run probes/<stage>.py::<name>(module, **kwargs)
   {"op": "time_call", "name", "args", "kwargs", "repeat"}   best wall time of a call, seconds
 Replies: {"ok": True, "value": ..., "forbidden": [...]} or
-         {"ok": False, "kind": "error|missing|load_error|bad_return|forbidden", ...}
+         {"ok": False, "kind": "error|missing|load_error|bad_return|forbidden", ...}; a failure that
+         is an ImportError also carries "import" (:meth:`Worker._import_failure`)
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import importlib
 import importlib.util
 import io
 import os
+import re
 import sys
 import time
 import traceback
@@ -28,6 +30,9 @@ from . import forbid, protocol
 from .forbid import ForbiddenCall
 
 OUTPUT_CAP = 64 * 1024
+_STAGE_MODULE = re.compile(r"a\d\d_\w+")
+_SANDBOX = os.path.dirname(os.path.realpath(__file__))
+_IMPORT_GUARD = os.path.realpath(forbid.__file__)
 
 
 class CappedWriter(io.TextIOBase):
@@ -191,12 +196,43 @@ class Worker:
         frames = [f for f in traceback.extract_tb(exc.__traceback__)
                   if self.guard is None or self.guard.is_student_file(f.filename)]
         where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
-        return {
+        reply = {
             "ok": False, "kind": kind, "type": type(exc).__name__,
             "mro": [c.__name__ for c in type(exc).__mro__],
             "message": _safe_str(exc)[:2000], "where": where,
             "traceback": "".join(traceback.format_list(frames[-5:]))[-4000:],
         }
+        if isinstance(exc, ImportError) and isinstance(exc.name, str) and exc.name:
+            reply["import"] = self._import_failure(exc)
+        return reply
+
+    def _import_failure(self, exc: ImportError) -> dict:
+        """What the trusted side needs to tell the grader's environment failing from a student's
+        import (:func:`grader.engine.worker_client.grader_import_failure`): the module, whether it
+        is a student's (a stage module ``aNN_*`` or a file of the submission), whose code tried
+        to import it (the innermost frame that is the submission's or the course's: probes,
+        stand-ins, starter code), and whether this worker can find it now."""
+        name = exc.name
+        top = name.split(".")[0]
+        student = bool(_STAGE_MODULE.fullmatch(top)) or any(
+            os.path.exists(os.path.join(self.student_dir, top + end)) for end in (".py", ""))
+        course = [_SANDBOX, *([os.path.realpath(self.starter_dir)] if self.starter_dir else [])]
+        by = "course"
+        for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+            if self.guard is not None and self.guard.is_student_file(frame.filename):
+                by = "student"
+                break
+            real = os.path.realpath(frame.filename or "")
+            if real == _IMPORT_GUARD:  # forbid's __import__ passes a student's import through
+                continue
+            if any(real.startswith(c + os.sep) for c in course):
+                break
+        try:
+            found_here = importlib.util.find_spec(name) is not None
+        except BaseException:  # noqa: BLE001 - a parent that cannot be imported either
+            found_here = False
+        return {"module": name, "not_found": isinstance(exc, ModuleNotFoundError),
+                "student_module": student, "by": by, "found_here": found_here}
 
 
 def _only_contract(name: str, why: str, contract):
