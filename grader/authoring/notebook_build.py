@@ -39,8 +39,9 @@ from . import starter
 
 NB_VERSION = (4, 5)
 PRETRAINED_STAGES = {"a07_bert_mlm", "a08_sentiment", "a09_retrieval"}
-# Colab has its own builds (reinstalling torch takes minutes); jinja2 serves only the batch pages.
-COLAB_SKIP = {"torch", "numpy", "jinja2"}
+# Colab has its own builds (reinstalling torch takes minutes); jinja2 serves only the batch pages;
+# tomli is for Python 3.10 only (Colab's Python has tomllib).
+COLAB_SKIP = {"torch", "numpy", "jinja2", "tomli"}
 # earlier stages a notebook's pictures use beyond what the module imports (stages 8-9 need a stage-7 BertModel)
 PICTURE_IMPORTS = {"a08_sentiment": ["a07_bert_mlm"], "a09_retrieval": ["a07_bert_mlm"]}
 

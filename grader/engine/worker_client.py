@@ -11,6 +11,7 @@ import os
 import select
 import signal
 import struct
+import sys
 import tempfile
 import time
 
@@ -293,8 +294,19 @@ def installed_for_grader(name: str) -> bool:
         locations = list(spec.submodule_search_locations) if spec.submodule_search_locations is not None else None
     where = [spec.origin] if spec.origin and spec.origin not in ("built-in", "frozen") else []
     where += locations or []
-    course = os.path.realpath(paths.ROOT)
-    return not any(os.path.realpath(w) == course or os.path.realpath(w).startswith(course + os.sep) for w in where)
+    return bool(where) and not any(_in_course_sources(w) for w in where)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _in_course_sources(path: str) -> bool:
+    """Inside the course folder but not inside the Python environment (a .venv in the course folder is
+    where the grader's packages are installed, not course sources)."""
+    real = os.path.realpath(path)
+    environments = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
+    return _inside(real, os.path.realpath(paths.ROOT)) and not any(_inside(real, env) for env in environments)
 
 
 def describe_call(name, args, kwargs) -> str:

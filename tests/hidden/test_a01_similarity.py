@@ -25,7 +25,9 @@ from grader.engine.testing import (
 
 ref = reference("a01_similarity")
 TOL = dict(atol=1e-9, rtol=1e-9)
-SLOWDOWN_LIMIT = 20.0
+# A Python loop over Q's rows measures 80-100x the reference; a correct broadcast-multiply-and-sum
+# 15-24x (the more so on a busy machine): the limit sits between them.
+SLOWDOWN_LIMIT = 40.0
 
 
 def rng(case):
