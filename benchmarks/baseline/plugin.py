@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.engine import paths, stages
+from grader.engine import paths, seeds, stages, testing
 from grader.engine.errors import StudentError, StudentMissing
 from grader.engine.worker_client import StudentModule
 from grader.sandbox.runtime import Worker
@@ -50,8 +50,25 @@ def pytest_addoption(parser):
     parser.getgroup("baseline").addoption("--submission", default=str(paths.SOLUTIONS))
 
 
+def _stage(item) -> str:
+    return Path(item.module.__file__).stem.removeprefix("test_")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """The same hidden inputs as grading the folder under its own name (the grader's plugin does this)."""
+    folder = os.path.basename(os.path.abspath(item.config.getoption("--submission")))
+    testing.use_stage_seed(seeds.stage_seed(seeds.submission_seed(folder), _stage(item)))
+
+
+@pytest.fixture
+def stage_seed(request) -> int:
+    folder = os.path.basename(os.path.abspath(request.config.getoption("--submission")))
+    return seeds.stage_seed(seeds.submission_seed(folder), _stage(request.node))
+
+
 @pytest.fixture(scope="module")
 def student(request):
-    stage = stages.get(Path(request.module.__file__).stem.removeprefix("test_"))
+    stage = stages.get(_stage(request.node))
     folder = os.path.abspath(request.config.getoption("--submission"))
     return StudentModule(InProcessWorker(stage, folder))
