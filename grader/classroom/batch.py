@@ -147,17 +147,7 @@ def fingerprint(job) -> None:
 
 def not_graded_report(job, chosen, error: str) -> dict:
     """A schema-v1 report for a submission that could not be graded: every stage at zero, the reason."""
-    entries = []
-    for s in chosen:
-        tests = [{"id": f"{s.id}::{func}", "name": func, "score": 0.0, "max_score": float(pts),
-                  "status": "missing", "visibility": s.hidden[func].visibility,
-                  "feedback": f"not graded: {error}", "duration_s": 0.0}
-                 for func, pts in s.test_points("hidden").items()]
-        entry = {"id": s.id, "title": s.title, "score": 0.0, "max_score": float(s.points), "status": "missing",
-                 "message": f"not graded: {error}", "tests": tests}
-        if s.bonus:
-            entry["bonus"] = True
-        entries.append(entry)
+    entries = [report.zero_stage(s, "hidden", f"not graded: {error}", f"not graded: {error}") for s in chosen]
     core = [e for e in entries if not e.get("bonus")]
     bonus = [e for e in entries if e.get("bonus")]
     rep = {"schema_version": 1, "kind": "hidden",

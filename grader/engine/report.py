@@ -91,6 +91,20 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
     return entry
 
 
+def zero_stage(stage, kind: str, feedback: str, message: str) -> dict:
+    """A stage entry in which no test ran: every test at zero with status ``missing`` and the
+    same ``feedback``, the stage's ``message`` saying why (not handed in, not graded)."""
+    tests = [{"id": f"{stage.id}::{func}", "name": func, "score": 0.0, "max_score": float(pts),
+              "status": "missing", "visibility": stage.tests(kind)[func].visibility,
+              "feedback": feedback, "duration_s": 0.0}
+             for func, pts in stage.test_points(kind).items()]
+    entry = {"id": stage.id, "title": stage.title, "score": 0.0, "max_score": float(stage.points),
+             "status": "missing", "message": message, "tests": tests}
+    if stage.bonus:
+        entry["bonus"] = True
+    return entry
+
+
 def assemble(intake, kind: str, stage_entries: list, errors: list, isolation: dict, duration: float,
              seed: int | None = None) -> dict:
     core = [s for s in stage_entries if not s.get("bonus")]

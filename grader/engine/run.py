@@ -84,17 +84,8 @@ def _missing_stage(stage, kind, intake_errors=()):
     """Every test of a stage whose module was not handed in: status missing, zero.
     A notebook that could not be read says why here."""
     notes = [e for e in intake_errors if e.startswith(stage.id)]
-    tests = []
-    for func, pts in stage.test_points(kind).items():
-        tests.append({"id": f"{stage.id}::{func}", "name": func, "score": 0.0, "max_score": float(pts),
-                      "status": "missing", "visibility": stage.tests(kind)[func].visibility,
-                      "feedback": f"{stage.id}.py was not handed in", "duration_s": 0.0})
-    entry = {"id": stage.id, "title": stage.title, "score": 0.0, "max_score": float(stage.points),
-             "status": "missing", "message": "; ".join([f"{stage.id}.py is not in the submission", *notes]),
-             "tests": tests}
-    if stage.bonus:
-        entry["bonus"] = True
-    return entry
+    return report.zero_stage(stage, kind, f"{stage.id}.py was not handed in",
+                             "; ".join([f"{stage.id}.py is not in the submission", *notes]))
 
 
 def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_only=False, reverse_order=False,

@@ -14,6 +14,7 @@ import struct
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from grader.sandbox import protocol
 
@@ -266,7 +267,7 @@ def grader_import_failure(reply: dict):
     Never for a student's module (a stage module ``aNN_*`` or a file of the submission). Always when
     the course's code (a probe, a stand-in, starter code) made the import. When the submission's
     own code made it, only for a module this worker cannot find although it is installed for the
-    grader outside the course folder (the trusted side finds it): importing a package the
+    grader outside the course's sources (the trusted side finds it): importing a package the
     course does not provide, or a name a package lacks, stays the student's mistake."""
     imp = reply.get("import")
     if not isinstance(imp, dict) or not isinstance(imp.get("module"), str) or imp.get("student_module"):
@@ -279,8 +280,8 @@ def grader_import_failure(reply: dict):
 
 
 def installed_for_grader(name: str) -> bool:
-    """Whether the module ``name`` is installed where the grader's interpreter finds it, outside
-    the course folder (whose modules a worker must not see), found without importing anything."""
+    """Whether the module ``name`` is installed where the grader's interpreter finds it, outside the
+    course's sources (whose modules a worker must not see), found without importing anything."""
     locations, spec = None, None
     for part in name.split("."):
         if spec is not None and locations is None:
@@ -297,16 +298,12 @@ def installed_for_grader(name: str) -> bool:
     return bool(where) and not any(_in_course_sources(w) for w in where)
 
 
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
 def _in_course_sources(path: str) -> bool:
     """Inside the course folder but not inside the Python environment (a .venv in the course folder is
     where the grader's packages are installed, not course sources)."""
-    real = os.path.realpath(path)
+    real = Path(os.path.realpath(path))
     environments = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
-    return _inside(real, os.path.realpath(paths.ROOT)) and not any(_inside(real, env) for env in environments)
+    return real.is_relative_to(os.path.realpath(paths.ROOT)) and not any(real.is_relative_to(e) for e in environments)
 
 
 def describe_call(name, args, kwargs) -> str:
