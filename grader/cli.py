@@ -75,6 +75,16 @@ def cmd_batch(args) -> int:
     return batch.main(args)
 
 
+def cmd_collect(args) -> int:
+    from grader.classroom import collect  # start-up; classroom/ is not in the student bundle
+    try:
+        return collect.run_collect(args.repos_dir, out=args.out, gradebook_url=args.gradebook, course=args.course,
+                                   prefix=args.prefix, pull_first=args.pull)
+    except collect.GitUnavailable as exc:  # the grader's machine, not a student: exit 1, one line
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grader", description="Grade Transformer-course submissions.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -122,7 +132,20 @@ def parser() -> argparse.ArgumentParser:
                    help="show after_due_date tests' feedback on the students' pages")
     b.add_argument("--allow-readable-secrets", action="store_true",
                    help="grade even where the workers could read the hidden tests and solutions (no namespaces)")
+    b.add_argument("--course", help="the term's course.toml: deadlines, late days, Canvas (default: the repository's)")
+    b.add_argument("--manifest", help="CSV of student,submitted_at: submission times of an LMS export (late policy)")
     b.set_defaults(func=cmd_batch)
+
+    co = sub.add_parser("collect", help="record the HEAD of each student's git clone and when its files were first "
+                                        "seen; write what counts to OUT/collected/ for batch")
+    co.add_argument("repos_dir", help="a folder of clones (gh classroom clone student-repos)")
+    co.add_argument("--out", default="grading-out", help="the batch's output folder (gradebook, collected/)")
+    co.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite file in --out)")
+    co.add_argument("--course", help="the term's course.toml (default: the repository's)")
+    co.add_argument("--prefix", help="the part of each clone's name before the student's id "
+                                     "(default: [classroom] repo_prefix of course.toml)")
+    co.add_argument("--pull", action="store_true", help="git pull --ff-only in each clone first (your credentials)")
+    co.set_defaults(func=cmd_collect)
     return p
 
 

@@ -7,7 +7,8 @@ hidden suites; the outputs go to ``--out`` (default ``grading-out/``)::
 
     OUT/gradebook.sqlite      every run, submission, stage and test result (or --gradebook URL)
     OUT/reports/<id>.json     one schema-v1 report per submission
-    OUT/grades.csv            one row per student, one column per stage, total, bonus (LMS import)
+    OUT/grades.csv            one row per student: each stage, total, bonus, lateness, final total (exports.py)
+    OUT/grades-canvas.csv     the same final grades in the layout Canvas's gradebook import reads
     OUT/html/<id>.html        a feedback page per submission
     OUT/html/class.html       the class report (instructors only: it shows hidden tests' feedback)
 
@@ -30,11 +31,9 @@ one that hangs, crashes or eats memory costs only itself.
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import fcntl
 import hashlib
-import io
 import os
 import platform
 import re
@@ -47,15 +46,15 @@ import time
 from pathlib import Path
 
 from grader.engine import isolation, paths, report, run, stages, submission
-from grader.engine.atomic import write_bytes, write_json
+from grader.engine.atomic import write_json
 
-from . import html_report
+from . import collect, exports, html_report, late, term
 from .executors import DEFAULT_TARGET, DaskExecutor, Job, LocalExecutor, Outcome
 from .gradebook import Gradebook, default_url, redact
 
 SKIP_NAMES = {"__MACOSX", "__pycache__", ".ipynb_checkpoints"}
 INTERRUPTED = 130
-HAS_GRADE = ("graded", "outdated")   # row statuses that come with scores
+HAS_GRADE = exports.HAS_GRADE
 
 
 # ---------------------------------------------------------------- what is graded, with what
@@ -166,35 +165,6 @@ def not_graded_report(job, chosen, error: str) -> dict:
 
 # ---------------------------------------------------------------- outputs
 
-def write_csv(path: Path, rows: list, chosen) -> None:
-    """One row per student: stage scores, total, bonus; the error when there is no grade."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    stage_ids = [s.id for s in chosen]
-    w.writerow(["student", *stage_ids, "total", "bonus", "max_total", "status", "error", "sha256", "graded_at"])
-    core_max = sum(s.points for s in chosen if not s.bonus)
-    for r in rows:
-        rep = r["report"]
-        if r["status"] in HAS_GRADE and rep:
-            per = {s["id"]: s["score"] for s in rep["stages"]}
-            cells = [_num(per.get(sid, 0.0)) for sid in stage_ids]
-            total, bonus = _num(rep["score"]), _num(rep.get("bonus_score", 0.0))
-        else:
-            cells, total, bonus = [""] * len(stage_ids), "", ""
-        w.writerow([_cell(r["job"].id), *cells, total, bonus, _num(core_max), r["status"], _cell(r["error"] or ""),
-                    r["job"].sha256, r["graded_at"] or ""])
-    write_bytes(str(path), buf.getvalue().encode())
-
-
-def _cell(text: str) -> str:
-    """Text a spreadsheet will not run as a formula (a folder or zip name is chosen by the student)."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
-def _num(x) -> str:
-    return f"{float(x):.4f}".rstrip("0").rstrip(".") if x not in ("", None) else ""
-
-
 def print_summary(console, rows, chosen, stats: dict) -> None:
     from rich.table import Table
     graded = [r for r in rows if r["status"] in HAS_GRADE and r["report"]]
@@ -276,12 +246,13 @@ def main(args) -> int:
     return run_batch(args.submissions_dir, out=args.out, workers=args.workers, gradebook_url=args.gradebook,
                      stage_ids=stage_list, executor=args.executor, scheduler=args.scheduler,
                      regrade=args.regrade, reveal_after_due=getattr(args, "reveal_after_due", False),
-                     allow_readable_secrets=allow)
+                     allow_readable_secrets=allow, course=args.course, manifest=args.manifest)
 
 
 def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=None, stage_ids=None,
               executor="local", scheduler=None, regrade=False, console=None, target=None,
-              timeout_s=None, reveal_after_due=False, allow_readable_secrets=False) -> int:
+              timeout_s=None, reveal_after_due=False, allow_readable_secrets=False, course=None,
+              manifest=None) -> int:
     """Grade the class in ``submissions_dir``; return the exit code (0 ran, 2 usage error, 130 interrupted).
 
     ``target`` ("module:function") replaces the grading function of the local executor and
@@ -289,6 +260,8 @@ def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=No
     ``reveal_after_due`` publishes the feedback of ``after_due_date`` tests on the students' pages.
     ``allow_readable_secrets`` lets the workers grade where they cannot be confined (no namespaces: they
     could read the hidden tests); each report's ``isolation`` then says the secrets were readable.
+    ``course``: the term's course.toml (default: the repository's); ``manifest``: a CSV of
+    ``student,submitted_at`` (an LMS export's submission times) for the late policy.
     """
     from rich.console import Console
 
@@ -308,6 +281,12 @@ def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=No
                   "worker could not run with it hidden. Use dedicated folders.", file=sys.stderr)
             return 2
     chosen = stages.resolve(stage_ids)
+    try:
+        settings = term.load(course)
+        times = late.read_manifest(manifest, term.zone_of(settings)) if manifest else {}
+    except term.TermError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = _lock(out_dir)
     if lock is None:
@@ -316,7 +295,8 @@ def run_batch(submissions_dir, *, out="grading-out", workers=1, gradebook_url=No
     try:
         return _run_locked(subs, out_dir, chosen, workers=workers, gradebook_url=gradebook_url, executor=executor,
                            scheduler=scheduler, regrade=regrade, console=console, target=target, timeout_s=timeout_s,
-                           reveal_after_due=reveal_after_due, allow_readable_secrets=allow_readable_secrets)
+                           reveal_after_due=reveal_after_due, allow_readable_secrets=allow_readable_secrets,
+                           settings=settings, manifest=times)
     except KeyboardInterrupt:
         print("interrupted before grading started; nothing was recorded", file=sys.stderr)
         return INTERRUPTED
@@ -361,7 +341,8 @@ class _Deferred:
 
 
 def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, executor, scheduler, regrade,
-                console, target, timeout_s, reveal_after_due=False, allow_readable_secrets=False) -> int:
+                console, target, timeout_s, reveal_after_due=False, allow_readable_secrets=False,
+                settings: term.Term, manifest: dict) -> int:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -386,6 +367,8 @@ def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, ex
     jobs, ignored = discover(subs, exclude=[out_dir])
     for name in ignored:
         console.print(f"[yellow]ignored[/] {name}: not a folder, a .zip or a notebook", highlight=False)
+    for name in sorted(set(manifest) - {j.id for j in jobs}):
+        console.print(f"[yellow]manifest[/]: {name} has a submission time but no submission here", highlight=False)
     for job in jobs:
         fingerprint(job)
     final = set() if regrade else book.final_keys(suite)
@@ -464,12 +447,16 @@ def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, ex
         try:
             rows = _current_rows(book, stages.suite_hash(chosen), jobs, reports_dir)
             stats["pending"] = sum(r["status"] == "pending" for r in rows)
-            write_csv(out_dir / "grades.csv", rows, chosen)
+            if settings.late is not None:
+                _assess_lateness(rows, chosen, settings.late, book, manifest, reports_dir)
+            exports.write_grades(out_dir / "grades.csv", rows, chosen)
+            for warning in exports.write_canvas(out_dir / "grades-canvas.csv", rows, chosen, settings.canvas):
+                console.print(f"[yellow]canvas[/]: {warning}", highlight=False)
             html_report.write_all(out_dir / "html", rows, chosen, suite=suite, run_id=run_id,
                                   reveal_after_due=reveal_after_due)
             print_summary(console, rows, chosen, stats)
-            console.print(f"outputs: {out_dir / 'grades.csv'}, {reports_dir}/, {out_dir / 'html' / 'class.html'}",
-                          highlight=False)
+            console.print(f"outputs: {out_dir / 'grades.csv'}, {out_dir / 'grades-canvas.csv'}, {reports_dir}/, "
+                          f"{out_dir / 'html' / 'class.html'}", highlight=False)
         finally:
             _readable_outputs(out_dir)
             book.finish_run(run_id, status, n_graded=stats["graded"], n_skipped=stats["skipped"],
@@ -478,13 +465,36 @@ def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, ex
     return INTERRUPTED if status == "interrupted" else 0
 
 
+def _assess_lateness(rows, chosen, policy, book, manifest: dict, reports_dir: Path) -> None:
+    """Give each graded row, and its report file, the ``late`` object of the term's policy. A stage's time is
+    the manifest's (student,submitted_at) for the student, else when ``grader collect`` first saw the file
+    that was graded; neither: no time, on time."""
+    stage_ids = [s.id for s in chosen]
+    for r in rows:
+        rep = r["report"]
+        if r["status"] not in HAS_GRADE or not rep:
+            continue
+        job = r["job"]
+        if job.id in manifest:
+            seen, cut = {s["id"]: manifest[job.id] for s in rep["stages"] if s["status"] != "missing"}, {}
+        elif job.format == "folder":
+            seen, cut = collect.times_for(book, job.id, Path(job.path), policy, stage_ids)
+        else:
+            seen, cut = {}, {}
+        r["late"] = late.assess(policy, job.id, rep, seen, cut)
+        r["report"] = {**rep, "late": r["late"]}
+        report.validate(r["report"])
+        write_json(str(reports_dir / f"{job.slug}.json"), r["report"])
+
+
 def _readable_outputs(out_dir: Path) -> None:
     """Atomic writes create files readable by their owner only; give the outputs the usual mode
     (0666 less the umask), so that a web server or a TA's account can read them."""
     mask = os.umask(0)
     os.umask(mask)
     mode = 0o666 & ~mask
-    for p in [out_dir / "grades.csv", *(out_dir / "reports").glob("*.json"), *(out_dir / "html").glob("*.html")]:
+    for p in [out_dir / "grades.csv", out_dir / "grades-canvas.csv", *(out_dir / "reports").glob("*.json"),
+              *(out_dir / "html").glob("*.html")]:
         try:
             if p.is_file() and (p.stat().st_mode & 0o777) != mode:
                 os.chmod(p, mode)

@@ -15,6 +15,10 @@ Tables
                    so the history of every grade is kept.
 ``stage_results``  per grading and stage: status, score, max, message.
 ``test_results``   per grading and test: status, score, max, visibility, feedback, duration.
+``collections``    one row per ``grader collect`` of a student's stage: the repository's HEAD commit,
+                   the stage file's path and git blob id there (empty when the file was gone), and
+                   when that blob was first seen by the course (never the commit's own date).
+``collected_files`` each collected stage file once, by blob id: what ``collect`` puts in the snapshot.
 
 A grading and its stage and test rows are written in one transaction: a batch
 killed at any point leaves either all of them or none.
@@ -42,6 +46,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -146,6 +151,28 @@ test_results = Table(
     Column("visibility", String(16)),
     Column("feedback", Text),
     Column("duration_s", Float),
+)
+
+
+collections = Table(
+    "collections", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("collected_at", DateTime(timezone=True), nullable=False),
+    Column("student", String(255), nullable=False),
+    Column("stage", String(64), nullable=False),
+    Column("repo", Text),
+    Column("commit_id", String(64), nullable=False),
+    Column("path", Text, nullable=False),
+    Column("blob", String(64), nullable=False),         # "" : the file was not in the repository
+    Column("first_seen", DateTime(timezone=True)),      # of this blob, for this student and stage
+    Column("seen_via", String(16)),                     # collect | reflog
+)
+Index("ix_collections_key", collections.c.student, collections.c.stage)
+
+collected_files = Table(
+    "collected_files", metadata,
+    Column("blob", String(64), primary_key=True),
+    Column("content", LargeBinary, nullable=False),
 )
 
 
@@ -304,11 +331,47 @@ class Gradebook:
             conn.execute(update(submissions).where(submissions.c.id == row.id).values(path=path))
         return row.id
 
+    # -- collections (grader collect) -----------------------------------------
+    def record_collection(self, rows: list, files: dict) -> None:
+        """Store one repository's observations (``rows``: dicts of the ``collections`` columns) and the
+        contents of blobs not stored yet (``files``: blob id -> bytes), in one transaction."""
+        with self.engine.begin() as conn:
+            known = {r[0] for r in conn.execute(select(collected_files.c.blob)
+                                                .where(collected_files.c.blob.in_(list(files))))} if files else set()
+            new = [{"blob": b, "content": data} for b, data in files.items() if b not in known]
+            if new:
+                conn.execute(insert(collected_files), new)
+            if rows:
+                conn.execute(insert(collections), rows)
+
+    def observations(self, student: str) -> dict:
+        """stage -> the student's collections of it, oldest first (dicts; times in UTC)."""
+        out: dict = {}
+        with self.engine.connect() as conn:
+            for r in conn.execute(select(collections).where(collections.c.student == student)
+                                  .order_by(collections.c.id)):
+                row = dict(r._mapping)
+                for key in ("collected_at", "first_seen"):
+                    row[key] = _utc(row[key])
+                out.setdefault(row["stage"], []).append(row)
+        return out
+
+    def collected_file(self, blob: str) -> bytes | None:
+        with self.engine.connect() as conn:
+            return conn.execute(select(collected_files.c.content).where(collected_files.c.blob == blob)).scalar()
+
     def counts(self) -> dict:
         from sqlalchemy import func
         with self.engine.connect() as conn:
             return {t.name: conn.execute(select(func.count()).select_from(t)).scalar_one()
-                    for t in (runs, submissions, gradings, stage_results, test_results)}
+                    for t in (runs, submissions, gradings, stage_results, test_results, collections)}
+
+
+def _utc(when):
+    """SQLite keeps no time zone: what it returns naive was stored in UTC."""
+    if when is not None and when.tzinfo is None:
+        return when.replace(tzinfo=dt.timezone.utc)
+    return when
 
 
 def _alive(pid) -> bool:

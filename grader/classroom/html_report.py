@@ -116,6 +116,7 @@ def submission_page(row: dict, chosen=(), *, reveal_after_due: bool = False, cla
                        "passing": [v for v in views if v["test"]["status"] == "passed"]})
     return _render("student.html", job=row["job"], status=row["status"], error=row["error"],
                    graded_at=row.get("graded_at"), rep=rep, stages=stages, class_link=class_link,
+                   late=row.get("late") if rep else None,
                    fraction=_fraction(rep["score"] / rep["max_score"] if rep and rep["max_score"] else 0.0),
                    notes=[e for e in rep.get("errors", []) if e] if rep else [])
 
@@ -207,16 +208,17 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
     for r in rows:
         rep = r["report"] if r["status"] in ("graded", "outdated") and r["report"] else None
         per = {s["id"]: s["score"] for s in rep["stages"]} if rep else {}
+        lt = r.get("late") if rep else None
         students.append({"job": r["job"], "status": r["status"], "error": r["error"],
                          "scores": [per.get(sid, 0.0) for sid in stage_ids] if rep else None,
-                         "total": rep["score"] if rep else None})
+                         "total": rep["score"] if rep else None, "late": lt})
     return _render("class.html", n_rows=len(rows), n_graded=len(graded), suite=suite, run_id=run_id,
                    now=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                    plots=plots, failed=failed, failed_bars=failed_bars,
                    unfinished=[(sid, len(v)) for sid, v in sorted(st["unfinished"].items()) if v],
                    diagnoses=[{"count": count, "fn": fn, "name": st["names"].get(fn, fn),
                                "example": st["examples"][(fn, key)]} for count, fn, key in groups],
-                   stage_ids=stage_ids, students=students,
+                   stage_ids=stage_ids, students=students, any_late=any(s["late"] for s in students),
                    not_graded=[r for r in rows if r["status"] not in ("graded", "outdated")])
 
 

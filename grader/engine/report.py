@@ -172,4 +172,28 @@ def _sums_that_do_not_add_up(report: dict) -> list:
         elif f"bonus_{key}" in report:
             problems += off("the report", f"bonus_{key}", report[f"bonus_{key}"], [s[key] for s in bonus],
                             "bonus stages")
+    return problems + _late_that_does_not_add_up(report)
+
+
+def _late_that_does_not_add_up(report: dict) -> list:
+    """The ``late`` object starts from the tests' scores, never raises one, and its totals are its stages'.
+    Penalties are shares of a score, so these sums are compared to a billionth of a point."""
+    late = report.get("late")
+    if not late:
+        return []
+    tests = {s["id"]: s for s in report["stages"]}
+    problems = [f"late: stage {s['id']} starts from {s['score_before']!r}, not the tests' score"
+                for s in late["stages"] if s["id"] not in tests or s["score_before"] != tests[s["id"]]["score"]]
+    problems += [f"late: stage {s['id']} gains points ({s['score_before']!r} -> {s['score_after']!r})"
+                 for s in late["stages"] if s["score_after"] > s["score_before"]]
+    if sorted(tests) != sorted(s["id"] for s in late["stages"]):
+        problems.append("late: its stages are not the report's")
+    core = [s for s in late["stages"] if s["id"] in tests and not tests[s["id"]].get("bonus")]
+    for key, total in (("score_before", late["score_before"]), ("score_after", late["score_after"])):
+        if abs(sum(s[key] for s in core) - total) > 1e-9:
+            problems.append(f"late: {key} {total!r} is not the sum of its core stages'")
+    if late["score_before"] != report["score"]:
+        problems.append(f"late: score_before {late['score_before']!r} is not the report's score {report['score']!r}")
+    if abs(late["score_before"] - late["score_after"] - late["penalty"]) > 1e-9:
+        problems.append("late: penalty is not score_before - score_after")
     return problems

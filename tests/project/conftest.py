@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,45 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("slow"):
             item.add_marker(skip)
+
+
+# ---------------------------------------------------------------- a fake grading function for batch tests
+
+FAKE_GRADER = textwrap.dedent('''
+    """A stand-in for grader.classroom.executors.grade_path: misbehaves on demand, else a full-marks report."""
+    import os, signal, time
+    from grader.classroom import batch
+    from grader.engine import stages
+    from grader.classroom.executors import Job
+
+    def grade(path, submission_id, stage_ids, hide, suite_hash):
+        name = os.path.basename(path)
+        if name.startswith("raises"):
+            raise RuntimeError("boom inside the grader")
+        if name.startswith("dies"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if name.startswith("hangs"):
+            time.sleep(600)
+        time.sleep(float(os.environ.get("FAKE_GRADE_DELAY", "0")))
+        job = Job(submission_id, submission_id, path, "folder")
+        batch.fingerprint(job)
+        rep = batch.not_graded_report(job, stages.resolve(stage_ids), "unused")
+        for s in rep["stages"]:
+            s.update(status="graded", score=s["max_score"])
+            s.pop("message")
+            for t in s["tests"]:
+                t.update(status="passed", score=t["max_score"], feedback="")
+        rep["score"], rep["errors"] = rep["max_score"], []
+        if "bonus_score" in rep:
+            rep["bonus_score"] = rep["bonus_max_score"]
+        return rep
+''')
+
+
+@pytest.fixture
+def fake_grader(tmp_path, monkeypatch):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "fakegrader.py").write_text(FAKE_GRADER)
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{lib}")
+    return "fakegrader:grade"
