@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup grade check test test-slow lint lock lock-pythons starter release gradescope bench notebooks catalogue secret clean
+.PHONY: setup grade check test test-slow lint lock lock-pythons starter release gradescope classroom bench notebooks catalogue secret clean
 
 # The grader installs editable from pyproject.toml with its `dev` extra; constraints.txt pins every
 # version, so a fresh clone next month installs what this one did (`make lock` rewrites it).
@@ -73,6 +73,11 @@ release: $(STAMP)
 
 gradescope: $(STAMP)
 	$(PY) -m grader gradescope $(or $(OUT),dist/autograder.zip)
+
+## classroom: the template repository for GitHub (the student bundle + a workflow that shows the public
+## points of every push) in a new folder, default dist/classroom: `make classroom OUT=../course-template`
+classroom: $(STAMP)
+	$(PY) -m grader classroom $(or $(OUT),dist/classroom)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run

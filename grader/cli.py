@@ -1,4 +1,4 @@
-"""Command line: ``python -m grader {check,grade,release,gradescope,batch}``.
+"""Command line: ``python -m grader {check,grade,release,gradescope,classroom,batch,collect}``.
 
 Exit codes: 0 grading ran (whatever the score); 2 usage error or unreadable
 submission; 1 the grader could not grade: the isolation asked for (or, on the
@@ -28,6 +28,9 @@ def cmd_check(args) -> int:
                     validate=False)
     _say_isolation(rep)
     table.print_report(rep)
+    if args.github:
+        from grader.engine import github_actions  # start-up
+        github_actions.publish(rep)
     return 0
 
 
@@ -70,6 +73,17 @@ def cmd_gradescope(args) -> int:
     return 0
 
 
+def cmd_classroom(args) -> int:
+    from grader.authoring import github_template  # start-up; authoring/ is not in the student bundle
+    try:
+        github_template.build(args.out_dir)
+    except FileExistsError as exc:
+        print(f"error: {exc}: give a new or empty folder", file=sys.stderr)
+        return 2
+    print(f"template repository written to {args.out_dir}")
+    return 0
+
+
 def cmd_batch(args) -> int:
     from grader.classroom import batch  # start-up; classroom/ is not in the student bundle
     return batch.main(args)
@@ -93,6 +107,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("stage", nargs="?", help="a stage id, e.g. a02_softmax, a02 or 2 (default: all)")
     c.add_argument("path", nargs="?", default=str(paths.STARTER), help="folder, .zip or notebook")
     c.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded"])
+    c.add_argument("--github", action="store_true",
+                   help="in a GitHub Actions step: each stage's points as a notice, in the step's summary and "
+                        "in $RUNNER_TEMP/public-points.tsv (python -m grader.engine.github_actions adds them up)")
     c.set_defaults(func=cmd_check)
 
     g = sub.add_parser("grade", help="run the hidden suites on one submission (default: solutions/)")
@@ -119,6 +136,12 @@ def parser() -> argparse.ArgumentParser:
     gs.add_argument("out_zip")
     gs.set_defaults(func=cmd_gradescope)
 
+    gc = sub.add_parser("classroom", help="build a template repository for GitHub (Classroom 50, or an "
+                                          "organisation's template): the student bundle and a workflow that "
+                                          "shows the public points of every push")
+    gc.add_argument("out_dir")
+    gc.set_defaults(func=cmd_classroom)
+
     b = sub.add_parser("batch", help="grade every submission in a folder")
     b.add_argument("submissions_dir")
     b.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2)))
@@ -135,6 +158,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--course", help="the term's course.toml: deadlines, late days, Canvas (default: the repository's)")
     b.add_argument("--manifest", help="CSV of student,submitted_at: submission times of an LMS export (late policy)")
     b.set_defaults(func=cmd_batch)
+
 
     co = sub.add_parser("collect", help="record the HEAD of each student's git clone and when its files were first "
                                         "seen; write what counts to OUT/collected/ for batch")

@@ -1,0 +1,106 @@
+"""Public points on GitHub Actions: ``check --github`` in a step, ``python -m grader.engine.github_actions`` last.
+
+In a workflow of the course's template repository each stage is one step,
+``python -m grader check aNN_<name> starter --github``. With ``--github``, ``check`` also:
+
+* appends the stage's section (its points, the tests that failed and why) to the step's summary
+  (``$GITHUB_STEP_SUMMARY``: GitHub shows every step's summary on the run's page);
+* prints a notice, ``a02_softmax: 6.75 / 8 public points``, which GitHub lists on the run's page;
+* appends ``<stage>\\t<points>\\t<max>`` to ``$RUNNER_TEMP/public-points.tsv`` (a file of the job).
+
+The last step, ``python -m grader.engine.github_actions STAGE...``, adds the file up into the run's
+total and names the stages whose step wrote no line (a step that could not even start ``check``).
+Nothing here depends on an action of GitHub's (GitHub Classroom's reporter action was retired with
+Classroom itself), and the points are the ones ``check`` prints, quarters included.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+POINTS_FILE = "public-points.tsv"
+
+
+def _command_data(text: str) -> str:
+    """Text inside a workflow command (``::notice::…``): GitHub's escapes, so it cannot end the command."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _command_property(text: str) -> str:
+    return _command_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _cell(text: str, limit: int = 300) -> str:
+    """One line of Markdown table cell: no newline, no pipe, not too long."""
+    text = " ".join((text or "").split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _points(x) -> str:
+    return f"{float(x):g}"
+
+
+def summary(report: dict) -> str:
+    """A Markdown section per stage of a ``check`` report."""
+    lines = []
+    for s in report["stages"]:
+        lines.append(f"### {s['id']}: {_points(s['score'])} / {_points(s['max_score'])} public points")
+        failing = [t for t in s["tests"] if t["status"] != "passed"]
+        if s.get("message"):
+            lines.append(f"\n{_cell(s['message'])}")
+        if failing:
+            lines += ["", "| test | status | points | what is wrong |", "|---|---|---|---|"]
+            lines += [f"| `{_cell(t['id'])}` | {t['status']} | 0 / {_points(t['max_score'])} | {_cell(t['feedback'])} |"
+                      for t in failing]
+        else:
+            lines.append("\nEvery public test of this stage passed.")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def notices(report: dict) -> list:
+    return [f"::notice title={_command_property(s['id'])}::"
+            + _command_data(f"{s['id']}: {_points(s['score'])} / {_points(s['max_score'])} public points")
+            for s in report["stages"]]
+
+
+def publish(report: dict, environ=None, out=None) -> None:
+    """What ``check --github`` adds to a run (above); outside GitHub Actions only the notices are printed."""
+    environ = os.environ if environ is None else environ
+    out = out or sys.stdout
+    for line in notices(report):
+        print(line, file=out)
+    if environ.get("GITHUB_STEP_SUMMARY"):
+        with open(environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
+            f.write(summary(report))
+    if environ.get("RUNNER_TEMP"):
+        with open(Path(environ["RUNNER_TEMP"]) / POINTS_FILE, "a", encoding="utf-8") as f:
+            for s in report["stages"]:
+                f.write(f"{s['id']}\t{s['score']!r}\t{s['max_score']!r}\n")
+
+
+def total(expected=(), environ=None, out=None) -> tuple[Fraction, Fraction, list]:
+    """Add up the job's points file: (points, max, the ``expected`` stages with no line); the total goes to
+    the summary and a notice, a stage with no line to a warning (its points are not in the total)."""
+    environ = os.environ if environ is None else environ
+    out = out or sys.stdout
+    path = Path(environ.get("RUNNER_TEMP", ".")) / POINTS_FILE
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    got = sum((Fraction(r[1]) for r in rows), Fraction(0))
+    most = sum((Fraction(r[2]) for r in rows), Fraction(0))
+    missing = [sid for sid in expected if sid not in {r[0] for r in rows}]
+    text = f"Public points: {_points(got)} / {_points(most)}"
+    print(f"::notice title=Public points::{_command_data(text)}", file=out)
+    if missing:
+        print(f"::warning title=Not checked::{_command_data('no points from ' + ', '.join(missing))}", file=out)
+    if environ.get("GITHUB_STEP_SUMMARY"):
+        with open(environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
+            f.write(f"## {text}\n\n" + (f"Not checked: {', '.join(missing)}.\n\n" if missing else "")
+                    + "These are the public tests only; the grade comes from the hidden suites.\n")
+    return got, most, missing
+
+
+if __name__ == "__main__":
+    total(sys.argv[1:])
