@@ -1,8 +1,9 @@
 """Collecting the class's git repositories: ``python -m grader collect REPOS_DIR``.
 
-REPOS_DIR holds one clone per student, as GitHub Classroom's ``gh classroom clone student-repos``
-writes them (``<prefix><github user>/``; ``[classroom] repo_prefix`` of course.toml, or
-``--prefix``, is stripped to give the student's id). For each clone, ``collect``:
+REPOS_DIR holds one clone per student, as Classroom 50's ``gh teacher download`` (or the retired
+GitHub Classroom's ``gh classroom clone student-repos``) writes them: ``<prefix><github user>/``;
+``[classroom] repo_prefix`` of course.toml, or ``--prefix``, is stripped to give the student's id.
+For each clone, ``collect``:
 
 1. reads the commit that is HEAD now and the stage files in it (``starter/aNN_<name>.py``, the
    template's layout; else the shallowest folder holding stage modules);

@@ -15,8 +15,9 @@ with no grade here keeps what Canvas has.
 The grades are final: each stage's score after the late policy, and the course total (the core
 stages after lateness plus the bonus, never above the core's maximum). Who is who comes from
 ``[canvas]`` of course.toml: Canvas's own export (its identity columns) and the column of it that
-holds this grader's student ids, optionally through GitHub Classroom's roster (GitHub user name ->
-the roster's identifier). Without an export, each row carries the student id as ``SIS Login ID``.
+holds this grader's student ids, optionally through a roster (GitHub user name -> identifier: GitHub
+Classroom's ``classroom_roster.csv`` or Classroom 50's ``roster.csv``, user name -> e-mail). Without
+an export, each row carries the student id as ``SIS Login ID``.
 """
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ from .term import CanvasSettings, TermError
 HAS_GRADE = ("graded", "outdated")   # row statuses that come with scores
 IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 POINTS_ROW = "    Points Possible"   # as Canvas writes it in its exports
+# A roster's (GitHub user name, what Canvas knows the student by) columns: GitHub Classroom's classroom_roster.csv,
+# Classroom 50's roster.csv.
+ROSTERS = (("github_username", "identifier"), ("username", "email"))
 
 
 def _read_csv(path: Path, what: str, needed) -> list:
@@ -57,9 +61,13 @@ def identities(settings: CanvasSettings) -> dict:
             by_key[key] = {c: row.get(c, "") for c in IDENTITY}
     if settings.roster is None:
         return by_key
-    roster = _read_csv(settings.roster, "the GitHub Classroom roster", ["identifier", "github_username"])
-    return {r["github_username"].strip(): by_key[r["identifier"].strip()]
-            for r in roster if r["github_username"].strip() and r["identifier"].strip() in by_key}
+    rows = _read_csv(settings.roster, "the roster", [])
+    layout = next((cols for cols in ROSTERS if rows and all(c in rows[0] for c in cols)), None)
+    if layout is None:
+        raise TermError(f"the roster {settings.roster} has neither {' nor '.join(','.join(c) for c in ROSTERS)} "
+                        "columns")
+    user, key = layout
+    return {r[user].strip(): by_key[r[key].strip()] for r in rows if r[user].strip() and r[key].strip() in by_key}
 
 
 def final_scores(row: dict) -> dict | None:

@@ -68,7 +68,7 @@ class LatePolicy:
 class CanvasSettings:
     export: Path | None = None           # Canvas's own gradebook export: the identity columns
     match_column: str = "SIS Login ID"   # the column of the export holding the grader's student ids
-    roster: Path | None = None           # GitHub Classroom's roster: github_username -> identifier
+    roster: Path | None = None           # a roster: GitHub user name -> what the export's match_column holds
     total_column: str = "Transformer course"
     stage_columns: bool = True
     columns: dict = field(default_factory=dict)  # stage id -> column header

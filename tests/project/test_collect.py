@@ -22,7 +22,7 @@ import pytest
 from conftest import ROOT
 from rich.console import Console
 
-from grader.classroom import batch, collect
+from grader.classroom import batch, collect, exports, term
 from grader.classroom.gradebook import Gradebook, default_url
 
 SEOUL = dt.timezone(dt.timedelta(hours=9))
@@ -274,7 +274,7 @@ CANVAS = """
     [canvas]
     export = "canvas-export.csv"
     match_column = "SIS Login ID"
-    roster = "classroom_roster.csv"
+    roster = "roster.csv"
     total_column = "Transformer course (4242)"
     stage_columns = true
     """
@@ -287,9 +287,9 @@ def test_batch_grades_what_was_collected_with_lateness_in_reports_csv_canvas_and
         "    Points Possible,,,,,10\n"
         '"Lee, Ann",1001,S1001,ann@uni.example,Section A,9\n'
         '"Park, Bo",1002,S1002,bo@uni.example,Section B,7\n')
-    (base / "classroom_roster.csv").write_text(
-        '"identifier","github_username","github_id","name"\n'
-        '"ann@uni.example","ann","11","Ann Lee"\n"bo@uni.example","bob","12","Bo Park"\n')
+    (base / "roster.csv").write_text(               # Classroom 50's roster: GitHub user name -> e-mail
+        "username,first_name,last_name,email,section,github_id,role\n"
+        "ann,Ann,Lee,ann@uni.example,A,11,student\nbob,Bo,Park,bo@uni.example,B,12,student\n")
     course = course_toml(base, canvas=CANVAS)
     rc = batch.run_batch(out / "collected", out=out, workers=2, stage_ids=STAGES, target=fake_grader,
                          console=quiet(), course=course)
@@ -326,6 +326,20 @@ def test_batch_grades_what_was_collected_with_lateness_in_reports_csv_canvas_and
     page = (out / "html" / "bob.html").read_text()
     assert 'id="late-table"' in page and 'data-status="late"' in page and "Grade after the late policy" in page
     assert "late-penalty" in (out / "html" / "class.html").read_text()
+
+
+def test_canvas_identities_through_either_roster_and_a_roster_it_cannot_read(tmp_path):
+    export = tmp_path / "export.csv"
+    export.write_text("Student,ID,SIS User ID,SIS Login ID,Section\n    Points Possible,,,,\n"
+                      '"Lee, Ann",1001,S1001,ann@uni.example,A\n')
+    roster = tmp_path / "classroom_roster.csv"      # GitHub Classroom's layout
+    roster.write_text('"identifier","github_username","github_id","name"\n"ann@uni.example","ann","11","Ann Lee"\n')
+    settings = term.CanvasSettings(export=export, match_column="SIS Login ID", roster=roster)
+    assert exports.identities(settings) == {"ann": {"Student": "Lee, Ann", "ID": "1001", "SIS User ID": "S1001",
+                                                    "SIS Login ID": "ann@uni.example", "Section": "A"}}
+    roster.write_text("who,mail\nann,ann@uni.example\n")
+    with pytest.raises(term.TermError, match="neither github_username,identifier nor username,email"):
+        exports.identities(settings)
 
 
 def test_an_lms_export_with_a_manifest_and_a_broken_manifest(tmp_path, fake_grader):
