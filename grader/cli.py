@@ -1,4 +1,4 @@
-"""Command line: ``python -m grader {check,grade,release,gradescope,classroom,batch,collect}``.
+"""Command line: ``python -m grader {check,grade,release,gradescope,classroom,batch,collect,similarity}``.
 
 Exit codes: 0 grading ran (whatever the score); 2 usage error or unreadable
 submission; 1 the grader could not grade: the isolation asked for (or, on the
@@ -86,7 +86,16 @@ def cmd_classroom(args) -> int:
 
 def cmd_batch(args) -> int:
     from grader.classroom import batch  # start-up; classroom/ is not in the student bundle
-    return batch.main(args)
+    code = batch.main(args)
+    if code != 0 or not args.similarity:
+        return code
+    return cmd_similarity(argparse.Namespace(out_dir=args.out, submissions=args.submissions_dir,
+                                             reference=args.reference, stages=args.stages, gradebook=args.gradebook))
+
+
+def cmd_similarity(args) -> int:
+    from grader.classroom import similarity  # start-up (copydetect imports matplotlib); not in the student bundle
+    return similarity.main(args)
 
 
 def cmd_collect(args) -> int:
@@ -157,12 +166,27 @@ def parser() -> argparse.ArgumentParser:
                    help="grade even where the workers could read the hidden tests and solutions (no namespaces)")
     b.add_argument("--course", help="the term's course.toml: deadlines, late days, Canvas (default: the repository's)")
     b.add_argument("--manifest", help="CSV of student,submitted_at: submission times of an LMS export (late policy)")
+    b.add_argument("--similarity", action="store_true", help="then compare the submissions stage by stage "
+                                                             "(as `grader similarity OUT`)")
+    b.add_argument("--reference", action="append", metavar="DIR",
+                   help="with --similarity: earlier submissions or public solutions to compare with (repeatable)")
     b.set_defaults(func=cmd_batch)
 
+    si = sub.add_parser("similarity", help="compare the students' code stage by stage (copydetect); "
+                                           "writes OUT_DIR/html/similarity.html and OUT_DIR/similarity.csv")
+    si.add_argument("out_dir", help="a batch's output folder")
+    si.add_argument("--submissions", help="the folder of submissions (default: the one of the latest batch run "
+                                          "in OUT_DIR's gradebook)")
+    si.add_argument("--reference", action="append", metavar="DIR",
+                    help="earlier submissions or public solutions to compare with (each entry of DIR is one "
+                         "author; repeatable)")
+    si.add_argument("--stages", help="comma-separated stage ids (default: the latest batch run's, else all)")
+    si.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite file in OUT_DIR)")
+    si.set_defaults(func=cmd_similarity)
 
     co = sub.add_parser("collect", help="record the HEAD of each student's git clone and when its files were first "
                                         "seen; write what counts to OUT/collected/ for batch")
-    co.add_argument("repos_dir", help="a folder of clones (gh classroom clone student-repos)")
+    co.add_argument("repos_dir", help="a folder of clones (Classroom 50: gh teacher download)")
     co.add_argument("--out", default="grading-out", help="the batch's output folder (gradebook, collected/)")
     co.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite file in --out)")
     co.add_argument("--course", help="the term's course.toml (default: the repository's)")

@@ -458,7 +458,7 @@ def _run_locked(subs: Path, out_dir: Path, chosen, *, workers, gradebook_url, ex
             console.print(f"outputs: {out_dir / 'grades.csv'}, {out_dir / 'grades-canvas.csv'}, {reports_dir}/, "
                           f"{out_dir / 'html' / 'class.html'}", highlight=False)
         finally:
-            _readable_outputs(out_dir)
+            readable_outputs(out_dir)
             book.finish_run(run_id, status, n_graded=stats["graded"], n_skipped=stats["skipped"],
                             n_errors=stats["errors"] + stats["unreadable"])
             book.close()
@@ -487,14 +487,14 @@ def _assess_lateness(rows, chosen, policy, book, manifest: dict, reports_dir: Pa
         write_json(str(reports_dir / f"{job.slug}.json"), r["report"])
 
 
-def _readable_outputs(out_dir: Path) -> None:
+def readable_outputs(out_dir: Path) -> None:
     """Atomic writes create files readable by their owner only; give the outputs the usual mode
     (0666 less the umask), so that a web server or a TA's account can read them."""
     mask = os.umask(0)
     os.umask(mask)
     mode = 0o666 & ~mask
-    for p in [out_dir / "grades.csv", out_dir / "grades-canvas.csv", *(out_dir / "reports").glob("*.json"),
-              *(out_dir / "html").glob("*.html")]:
+    tables = [out_dir / name for name in ("grades.csv", "grades-canvas.csv", "similarity.csv", "similarity-pairs.csv")]
+    for p in [*tables, *(out_dir / "reports").glob("*.json"), *(out_dir / "html").glob("*.html")]:
         try:
             if p.is_file() and (p.stat().st_mode & 0o777) != mode:
                 os.chmod(p, mode)

@@ -56,7 +56,7 @@ _env.filters.update(fmt=_fmt, px=lambda x: f"{x:.1f}", pct=lambda x: f"{x:.0%}")
 _env.globals["status_colour"] = STATUS_COLOUR
 
 
-def _render(template: str, **context) -> str:
+def render(template: str, **context) -> str:
     return _env.get_template(template).render(**context)
 
 
@@ -76,7 +76,7 @@ def svg_histogram(values, lo: float, hi: float, *, bins: int = 10, title: str = 
     def edge(i):
         return lo + (hi - lo) * i / bins
 
-    return _render("histogram.svg", cls=cls, title=title, xlabel=xlabel, width=width, height=height, colour=colour,
+    return render("histogram.svg", cls=cls, title=title, xlabel=xlabel, width=width, height=height, colour=colour,
                    x0=x0, x1=x1, y0=y0, y1=y1, ymax=ymax, bin_width=bin_width, bar_width=max(bin_width - 2, 1),
                    bins=[{"x": x0 + i * bin_width, "height": (y1 - y0) * c / ymax, "count": c,
                           "lo": edge(i), "hi": edge(i + 1)} for i, c in enumerate(counts)],
@@ -88,7 +88,7 @@ def svg_hbars(items, *, title: str = "", width: int = 700, cls: str = "plot") ->
     row, x0, top = 22, 330, 24
     bars = [{"y": top + i * row, "label": label, "short": label if len(label) <= 52 else label[:50] + "…",
              "frac": _fraction(frac), "note": note} for i, (label, frac, note) in enumerate(items)]
-    return _render("hbars.svg", cls=cls, title=title, width=width, height=top + row * max(len(items), 1) + 10,
+    return render("hbars.svg", cls=cls, title=title, width=width, height=top + row * max(len(items), 1) + 10,
                    row=row, x0=x0, span=width - x0 - 70, bars=bars)
 
 
@@ -114,7 +114,7 @@ def submission_page(row: dict, chosen=(), *, reveal_after_due: bool = False, cla
         stages.append({"stage": s, "lost": s["score"] < s["max_score"] - 1e-9,
                        "failing": [v for v in views if v["test"]["status"] != "passed"],
                        "passing": [v for v in views if v["test"]["status"] == "passed"]})
-    return _render("student.html", job=row["job"], status=row["status"], error=row["error"],
+    return render("student.html", job=row["job"], status=row["status"], error=row["error"],
                    graded_at=row.get("graded_at"), rep=rep, stages=stages, class_link=class_link,
                    late=row.get("late") if rep else None,
                    fraction=_fraction(rep["score"] / rep["max_score"] if rep and rep["max_score"] else 0.0),
@@ -212,7 +212,7 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
         students.append({"job": r["job"], "status": r["status"], "error": r["error"],
                          "scores": [per.get(sid, 0.0) for sid in stage_ids] if rep else None,
                          "total": rep["score"] if rep else None, "late": lt})
-    return _render("class.html", n_rows=len(rows), n_graded=len(graded), suite=suite, run_id=run_id,
+    return render("class.html", n_rows=len(rows), n_graded=len(graded), suite=suite, run_id=run_id,
                    now=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                    plots=plots, failed=failed, failed_bars=failed_bars,
                    unfinished=[(sid, len(v)) for sid, v in sorted(st["unfinished"].items()) if v],
