@@ -257,6 +257,19 @@ def test_hostile_and_broken_clones_cost_only_themselves(tmp_path):
     assert not (tmp_path / "out" / "collected" / "broken").exists()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the clones to another user needs root")
+def test_clones_owned_by_another_user_are_read(tmp_path):
+    """A TA's clones collected by the instructor: plain git refuses them ("dubious ownership")."""
+    ann = Student(tmp_path, "ann")
+    teacher = Instructor(tmp_path)
+    teacher.clone(ann, DUE - dt.timedelta(hours=1))
+    for p in [teacher.repos, *teacher.repos.rglob("*")]:
+        os.lchown(p, 65534, 65534)
+    rc, said = run_collect(teacher, tmp_path / "out", course_toml(tmp_path), when=DUE)
+    assert rc == 0 and "collected ann:" in said, said
+    assert (tmp_path / "out" / "collected" / "ann" / "a01_similarity.py").is_file()
+
+
 def test_without_git_collect_is_a_grader_error(tmp_path):
     (tmp_path / "clones").mkdir()
     env = {"PATH": str(tmp_path / "empty-bin"), "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
