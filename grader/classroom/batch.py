@@ -50,11 +50,11 @@ from grader.engine.atomic import write_json
 
 from . import collect, exports, html_report, late, term
 from .executors import DEFAULT_TARGET, DaskExecutor, Job, LocalExecutor, Outcome
+from .exports import HAS_GRADE
 from .gradebook import Gradebook, default_url, redact
 
 SKIP_NAMES = {"__MACOSX", "__pycache__", ".ipynb_checkpoints"}
 INTERRUPTED = 130
-HAS_GRADE = exports.HAS_GRADE
 
 
 # ---------------------------------------------------------------- what is graded, with what

@@ -25,6 +25,7 @@ objects (rev-parse, ls-tree, cat-file, reflog), with system and global configura
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import os
 import re
@@ -121,6 +122,7 @@ def reflog(folder: Path) -> list:
     return out
 
 
+@functools.cache
 def starter_blob(stage_id: str) -> str:
     """The blob id of the stage's starter file: a stage still equal to it was not worked on."""
     return blob_id(stages.get(stage_id).starter.read_bytes())

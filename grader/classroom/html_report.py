@@ -36,6 +36,8 @@ from markupsafe import Markup
 
 from grader.engine.atomic import write_bytes
 
+from .exports import HAS_GRADE
+
 STATUS_COLOUR = {"graded": "#0969da", "outdated": "#9a6700", "pending": "#6e7781", "unreadable": "#cf222e",
                  "passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "timeout": "#9a6700",
                  "crashed": "#8250df", "missing": "#6e7781"}
@@ -77,10 +79,10 @@ def svg_histogram(values, lo: float, hi: float, *, bins: int = 10, title: str = 
         return lo + (hi - lo) * i / bins
 
     return render("histogram.svg", cls=cls, title=title, xlabel=xlabel, width=width, height=height, colour=colour,
-                   x0=x0, x1=x1, y0=y0, y1=y1, ymax=ymax, bin_width=bin_width, bar_width=max(bin_width - 2, 1),
-                   bins=[{"x": x0 + i * bin_width, "height": (y1 - y0) * c / ymax, "count": c,
-                          "lo": edge(i), "hi": edge(i + 1)} for i, c in enumerate(counts)],
-                   ticks=[(x0 + i * bin_width, edge(i)) for i in range(0, bins + 1, max(1, bins // 5))])
+                  x0=x0, x1=x1, y0=y0, y1=y1, ymax=ymax, bin_width=bin_width, bar_width=max(bin_width - 2, 1),
+                  bins=[{"x": x0 + i * bin_width, "height": (y1 - y0) * c / ymax, "count": c,
+                         "lo": edge(i), "hi": edge(i + 1)} for i, c in enumerate(counts)],
+                  ticks=[(x0 + i * bin_width, edge(i)) for i in range(0, bins + 1, max(1, bins // 5))])
 
 
 def svg_hbars(items, *, title: str = "", width: int = 700, cls: str = "plot") -> str:
@@ -89,7 +91,7 @@ def svg_hbars(items, *, title: str = "", width: int = 700, cls: str = "plot") ->
     bars = [{"y": top + i * row, "label": label, "short": label if len(label) <= 52 else label[:50] + "…",
              "frac": _fraction(frac), "note": note} for i, (label, frac, note) in enumerate(items)]
     return render("hbars.svg", cls=cls, title=title, width=width, height=top + row * max(len(items), 1) + 10,
-                   row=row, x0=x0, span=width - x0 - 70, bars=bars)
+                  row=row, x0=x0, span=width - x0 - 70, bars=bars)
 
 
 # ---------------------------------------------------------------- the student's page
@@ -107,7 +109,7 @@ def _student_view(test: dict, reveal_after_due: bool) -> dict:
 
 def submission_page(row: dict, chosen=(), *, reveal_after_due: bool = False, class_link: bool = False) -> str:
     """The feedback page of one submission (``row``: job, status, report, error, graded_at)."""
-    rep = row["report"] if row["status"] in ("graded", "outdated") and row["report"] else None
+    rep = row["report"] if row["status"] in HAS_GRADE and row["report"] else None
     stages = []
     for s in rep["stages"] if rep else ():
         views = [_student_view(t, reveal_after_due) for t in s["tests"]]
@@ -115,10 +117,10 @@ def submission_page(row: dict, chosen=(), *, reveal_after_due: bool = False, cla
                        "failing": [v for v in views if v["test"]["status"] != "passed"],
                        "passing": [v for v in views if v["test"]["status"] == "passed"]})
     return render("student.html", job=row["job"], status=row["status"], error=row["error"],
-                   graded_at=row.get("graded_at"), rep=rep, stages=stages, class_link=class_link,
-                   late=row.get("late") if rep else None,
-                   fraction=_fraction(rep["score"] / rep["max_score"] if rep and rep["max_score"] else 0.0),
-                   notes=[e for e in rep.get("errors", []) if e] if rep else [])
+                  graded_at=row.get("graded_at"), rep=rep, stages=stages, class_link=class_link,
+                  late=row.get("late") if rep else None,
+                  fraction=_fraction(rep["score"] / rep["max_score"] if rep and rep["max_score"] else 0.0),
+                  notes=[e for e in rep.get("errors", []) if e] if rep else [])
 
 
 # ---------------------------------------------------------------- the class report
@@ -138,7 +140,7 @@ def _function_of(test_id: str) -> str:
 
 def class_stats(rows: list, chosen=()) -> dict:
     """Numbers behind the class report (also handy for tests and notebooks)."""
-    graded = [r for r in rows if r["status"] in ("graded", "outdated") and r["report"]]
+    graded = [r for r in rows if r["status"] in HAS_GRADE and r["report"]]
     stage_ids = [s.id for s in chosen] or sorted({s["id"] for r in graded for s in r["report"]["stages"]})
     per_stage = {sid: [] for sid in stage_ids}
     stage_max = {s.id: s.points for s in chosen}
@@ -206,20 +208,20 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
                     key=lambda g: (-g[0], g[1], g[2]))[:top * 2]
     students = []
     for r in rows:
-        rep = r["report"] if r["status"] in ("graded", "outdated") and r["report"] else None
+        rep = r["report"] if r["status"] in HAS_GRADE and r["report"] else None
         per = {s["id"]: s["score"] for s in rep["stages"]} if rep else {}
         lt = r.get("late") if rep else None
         students.append({"job": r["job"], "status": r["status"], "error": r["error"],
                          "scores": [per.get(sid, 0.0) for sid in stage_ids] if rep else None,
                          "total": rep["score"] if rep else None, "late": lt})
     return render("class.html", n_rows=len(rows), n_graded=len(graded), suite=suite, run_id=run_id,
-                   now=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                   plots=plots, failed=failed, failed_bars=failed_bars,
-                   unfinished=[(sid, len(v)) for sid, v in sorted(st["unfinished"].items()) if v],
-                   diagnoses=[{"count": count, "fn": fn, "name": st["names"].get(fn, fn),
-                               "example": st["examples"][(fn, key)]} for count, fn, key in groups],
-                   stage_ids=stage_ids, students=students, any_late=any(s["late"] for s in students),
-                   not_graded=[r for r in rows if r["status"] not in ("graded", "outdated")])
+                  now=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                  plots=plots, failed=failed, failed_bars=failed_bars,
+                  unfinished=[(sid, len(v)) for sid, v in sorted(st["unfinished"].items()) if v],
+                  diagnoses=[{"count": count, "fn": fn, "name": st["names"].get(fn, fn),
+                              "example": st["examples"][(fn, key)]} for count, fn, key in groups],
+                  stage_ids=stage_ids, students=students, any_late=any(s["late"] for s in students),
+                  not_graded=[r for r in rows if r["status"] not in HAS_GRADE])
 
 
 def write_all(folder, rows: list, chosen=(), *, suite: str = "", run_id=None, reveal_after_due: bool = False) -> None:

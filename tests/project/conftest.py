@@ -5,6 +5,7 @@ shared: ``graded(path, stages)`` returns the cached schema-v1 report.
 """
 from __future__ import annotations
 
+import io
 import os
 import sys
 import textwrap
@@ -92,7 +93,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# ---------------------------------------------------------------- a fake grading function for batch tests
+# ---------------------------------------------------------------- batch tests: a quiet console, a fake grading
+
+def quiet_console():
+    """A rich Console that writes to memory (its text: ``.file.getvalue()``), for run_batch's ``console``."""
+    from rich.console import Console
+    return Console(file=io.StringIO(), width=200)
+
+
 
 FAKE_GRADER = textwrap.dedent('''
     """A stand-in for grader.classroom.executors.grade_path: misbehaves on demand, else a full-marks report."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import io
 import json
 import os
 import shutil
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT
+from conftest import ROOT, quiet_console
 
 from grader.authoring import mutants
 from grader.classroom import batch
@@ -350,15 +349,10 @@ def _fake_class(folder: Path, names) -> Path:
     return folder
 
 
-def _quiet():
-    from rich.console import Console
-    return Console(file=io.StringIO(), width=200)
-
-
 def test_a_grade_that_raises_dies_or_hangs_costs_only_itself(tmp_path, fake_grader):
     subs = _fake_class(tmp_path / "class", ["ok1", "raises", "dies", "hangs", "ok2"])
     out = tmp_path / "out"
-    console = _quiet()
+    console = quiet_console()
     start = time.monotonic()
     rc = batch.run_batch(subs, out=out, workers=2, stage_ids=["a01_similarity"], target=fake_grader,
                          timeout_s=8, console=console)
@@ -377,7 +371,7 @@ def test_a_grade_that_raises_dies_or_hangs_costs_only_itself(tmp_path, fake_grad
     # a grader failure is not a grade: the next run tries those again, and only those
     shutil.rmtree(subs / "hangs")
     rc = batch.run_batch(subs, out=out, workers=2, stage_ids=["a01_similarity"], target=fake_grader,
-                         timeout_s=8, console=_quiet())
+                         timeout_s=8, console=quiet_console())
     assert rc == 0
     assert book.runs()[-1]["n_graded"] == 0 and book.runs()[-1]["n_skipped"] == 2
     assert book.counts()["gradings"] == 7
@@ -395,7 +389,7 @@ def test_a_changed_test_suite_or_regrade_grades_again_and_keeps_history(tmp_path
 
     def go(**kw):
         rc = batch.run_batch(subs, out=out, workers=2, stage_ids=["a01_similarity"], target=fake_grader,
-                             console=_quiet(), **kw)
+                             console=quiet_console(), **kw)
         assert rc == 0
         return book.runs()[-1]
 
@@ -445,7 +439,7 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(tmp_path, fake_grader):
     assert sum(r["status"] == "pending" for r in read_csv(out / "grades.csv").values()) == 6 - done
 
     rc = batch.run_batch(subs, out=out, workers=2, stage_ids=["a01_similarity"], target=fake_grader,
-                         console=_quiet())
+                         console=quiet_console())
     assert rc == 0
     assert book.runs()[-1]["n_graded"] == 6 - done
     assert book.counts()["gradings"] == 6
@@ -470,5 +464,5 @@ def test_discovery_names_and_guards(tmp_path):
     (subs / "out").mkdir()
     assert "out" not in [j.id for j in batch.discover(subs, exclude=[subs / "out"])[0]]
     # a folder that would hide the grader's own scratch space is refused (exit 2)
-    assert batch.run_batch("/tmp", out=tmp_path / "o", console=_quiet()) == 2
-    assert batch.run_batch(tmp_path / "nope", out=tmp_path / "o", console=_quiet()) == 2
+    assert batch.run_batch("/tmp", out=tmp_path / "o", console=quiet_console()) == 2
+    assert batch.run_batch(tmp_path / "nope", out=tmp_path / "o", console=quiet_console()) == 2

@@ -19,8 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-from rich.console import Console
+from conftest import ROOT, quiet_console
 
 from grader.classroom import batch, collect, exports, term
 from grader.classroom.gradebook import Gradebook, default_url
@@ -106,10 +105,6 @@ def run_collect(instructor, out, course, when, **kw):
     lines = []
     rc = collect.run_collect(instructor.repos, out=out, course=course, when=when, say=lines.append, **kw)
     return rc, "\n".join(lines)
-
-
-def quiet():
-    return Console(file=io.StringIO(), width=200)
 
 
 def firsts(out: Path, student: str) -> dict:
@@ -305,7 +300,7 @@ def test_batch_grades_what_was_collected_with_lateness_in_reports_csv_canvas_and
         "ann,Ann,Lee,ann@uni.example,A,11,student\nbob,Bo,Park,bo@uni.example,B,12,student\n")
     course = course_toml(base, canvas=CANVAS)
     rc = batch.run_batch(out / "collected", out=out, workers=2, stage_ids=STAGES, target=fake_grader,
-                         console=quiet(), course=course)
+                         console=quiet_console(), course=course)
     assert rc == 0
     ann = json.loads((out / "reports" / "ann.json").read_text())
     bob = json.loads((out / "reports" / "bob.json").read_text())
@@ -363,7 +358,7 @@ def test_an_lms_export_with_a_manifest_and_a_broken_manifest(tmp_path, fake_grad
             (subs / name / f"{sid}.py").write_text((ROOT / "solutions" / f"{sid}.py").read_text())
     manifest = tmp_path / "times.csv"
     manifest.write_text("student,submitted_at\nann,2027-03-12 23:00\nbob,2027-03-14 08:00\nzed,2027-03-12 20:00\n")
-    course, out, console = course_toml(tmp_path), tmp_path / "out", quiet()
+    course, out, console = course_toml(tmp_path), tmp_path / "out", quiet_console()
     assert batch.run_batch(subs, out=out, stage_ids=STAGES, target=fake_grader, console=console, course=course,
                            manifest=manifest) == 0
     bob = json.loads((out / "reports" / "bob.json").read_text())
@@ -376,7 +371,7 @@ def test_an_lms_export_with_a_manifest_and_a_broken_manifest(tmp_path, fake_grad
     sys_stderr, sys.stderr = sys.stderr, err
     try:
         assert batch.run_batch(subs, out=tmp_path / "out2", stage_ids=STAGES, target=fake_grader,
-                               console=quiet(), course=course, manifest=manifest) == 2
+                               console=quiet_console(), course=course, manifest=manifest) == 2
     finally:
         sys.stderr = sys_stderr
     assert "line 2" in err.getvalue() and err.getvalue().count("\n") == 1
