@@ -1,8 +1,21 @@
-"""Gradescope's results.json from a report (``grade --format gradescope``).
+"""Gradescope's results.json from a report (``grade --format gradescope``), and the result of a
+submission that was not graded (``python -m grader.engine.gradescope not-graded OUT STATUS``, which
+the autograder's ``run_autograder`` calls when ``grade`` wrote nothing).
 
 The autograder zip itself is built by ``grader.authoring.autograder``.
 """
 from __future__ import annotations
+
+import json
+import sys
+
+# What the student sees in results.json; the reason itself is in the autograder's output (its stdout),
+# which only the course staff see. Keyed by ``grade``'s exit status (grader/cli.py).
+NOT_GRADED = {
+    "2": "Not graded: no stage module (aNN_<name>.py or a notebook) was found in your submission.",
+    "1": "Not graded: the autograder could not run on this submission. This is not your code's fault; "
+         "your instructor can see why in the autograder's output.",
+}
 
 
 def results_json(report: dict) -> dict:
@@ -29,3 +42,22 @@ def results_json(report: dict) -> dict:
         "visibility": "visible",
         "execution_time": int(report["duration_s"]),
     }
+
+
+def not_graded(status: str) -> dict:
+    """results.json for a submission ``grade`` could not grade (its exit ``status``): a score of 0
+    that says why, so that Gradescope still shows a result."""
+    return {"score": 0.0, "output": NOT_GRADED.get(status, NOT_GRADED["1"]), "tests": []}
+
+
+def main(argv=None) -> None:
+    """``not-graded OUT STATUS``: write :func:`not_graded`'s results.json to OUT."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3 or argv[0] != "not-graded":
+        sys.exit("usage: python -m grader.engine.gradescope not-graded OUT STATUS")
+    with open(argv[1], "w") as f:
+        json.dump(not_graded(argv[2]), f)
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,9 @@ set -euo pipefail
 cd /autograder/source
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# libseccomp2: each worker loads a seccomp filter through it (already in Ubuntu's images; named so
+# that a slimmer image gets it too).
+apt-get install -y -qq libseccomp2 >/dev/null
 
 # A Python for the grader: python3.11 where apt can install it (Ubuntu 22.04 has it in its
 # universe component), else the image's own python3 if it is 3.10 or newer (Ubuntu 24.04: 3.12).
