@@ -1,26 +1,43 @@
 """How a worker process is confined, and what the report says about it.
 
-The machine decides, not the user id: :func:`probe` (once per process) tries
-in throwaway children what :func:`grader.sandbox.jail.confine` would do, strongest
-first, and :meth:`Isolation.choose` takes the result.
+The machine decides, not the user id: :func:`probe` (once per process) tries in
+throwaway children what :func:`grader.sandbox.jail.confine` would do (Landlock,
+seccomp, then each route strongest first: :mod:`grader.sandbox.plan`), and
+:meth:`Isolation.choose` takes the result. The report says, layer by layer, what
+was applied and how (``via``), or why not.
 
-``strict``   every layer: namespaces, a new root, a separate uid, no network,
-             secrets hidden, all limits (root with CAP_SYS_ADMIN; or root in a
-             container through a user namespace).
-``partial``  namespaces through an unprivileged user namespace, but a layer
-             missing (a user without CAP_SETUID: the worker keeps its uid).
-``degraded`` no namespaces at all: a separate process with limits and a scrubbed
-             environment in a scratch folder; same user, network shared, the
-             grader's files readable. ``grade`` and ``batch`` refuse it unless
-             told that readable secrets are acceptable.
+What a worker is promised (the *guarantees*; they decide the mode):
+
+``secrets_hidden``      it cannot read the hidden tests, solutions, hidden data, course secret,
+                        stand-ins or other submissions: a new root, Landlock, or file permissions
+                        (a uid of its own that may not read them);
+``network``             it reaches nothing: a network namespace with no interface, or seccomp
+                        (no socket at all), with Landlock refusing TCP where it can;
+``grader_unreachable``  it cannot signal, trace or read the memory of the grader or another
+                        worker: a uid of its own, or Landlock (scoped signals: ABI 6) and seccomp
+                        (no ptrace; signals to itself only), every grader process non-dumpable;
+``writes_confined``     it may write only its scratch folder: a new root, or Landlock;
+``limits``              CPU seconds, memory, open files, file size, and processes: counted for its
+                        own uid or user namespace, or no new process at all (seccomp).
+
+How (the *mechanisms*, reported too): ``namespaces``, ``new_root``, ``separate_uid``, ``landlock``,
+``seccomp``.
+
+``strict``   every guarantee. ``partial``  secrets hidden, another guarantee missing.
+``degraded`` the secrets are readable: ``grade`` and ``batch`` refuse it unless told
+             that readable secrets are acceptable.
 """
 from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
+
+from grader.sandbox import jail
+from grader.sandbox.plan import Plan, Probed, Route
 
 from . import paths
 
@@ -32,7 +49,9 @@ UID_BASE = 200_000  # one uid per trusted process: workers of parallel grades ca
 # stage 8 alone 1010 -> 884 MB) for no measurable CPU time; 1 MB and below cost ~25% more CPU
 # (page faults on every batch). Set for the fork servers (their workers inherit it) and the session.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(4 * 2**20)}
-LAYERS = ("namespaces", "new_root", "separate_uid", "network", "secrets_hidden", "limits")
+MECHANISMS = ("namespaces", "new_root", "separate_uid", "landlock", "seccomp")
+GUARANTEES = ("secrets_hidden", "network", "grader_unreachable", "writes_confined", "limits")
+LAYERS = MECHANISMS + GUARANTEES
 
 
 class IsolationUnavailable(RuntimeError):
@@ -41,7 +60,7 @@ class IsolationUnavailable(RuntimeError):
 
 
 class ConfinementFailed(IsolationUnavailable):
-    """A worker could not confine itself along the chosen path."""
+    """A worker could not confine itself along the chosen route."""
 
 
 class WorkerImportFailed(IsolationUnavailable):
@@ -50,107 +69,185 @@ class WorkerImportFailed(IsolationUnavailable):
     the grader's environment fails, never the student. A grader error, one line, no report."""
 
 
+@dataclass(frozen=True)
+class Layer:
+    applied: bool
+    how: str = ""  # applied: by what (the report's ``via``); else why not
+
+    def to_json(self) -> dict:
+        return {"applied": True, "via": self.how} if self.applied else {"applied": False, "why": self.how}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Layer:
+        return cls(d["applied"], d.get("via") or d.get("why") or "")
+
+
 _probed: dict = {}
 
 
-def probe() -> dict:
-    """What this machine allows (:func:`grader.sandbox.jail.probe` in a fresh ``python -I``,
-    never a fork of this process, which may hold threads); cached per process."""
+def probe(secrets=None) -> Probed:
+    """What this machine allows (:func:`grader.sandbox.jail.probe` in a fresh ``python -I``, never a
+    fork of this process, which may hold threads); cached per process. ``secrets``: the paths a
+    confined child must not read (default: :data:`paths.SECRET_PATHS`)."""
     if "result" not in _probed:
         if sys.platform != "linux":
-            _probed["result"] = {"path": "none", "separate_uid": False, "why": {"root": f"not Linux ({sys.platform})"}}
+            _probed["result"] = Probed(Route.NONE, False, {"root": f"not Linux ({sys.platform})"},
+                                       landlock_why="not Linux", seccomp_why="not Linux")
         else:
+            asked = {"uid": UID_BASE + os.getpid(), "course": str(paths.ROOT),
+                     "secrets": [str(p) for p in (paths.SECRET_PATHS if secrets is None else secrets)
+                                 if os.path.exists(p)]}
             proc = subprocess.run([sys.executable, "-I", str(paths.SANDBOX / "jail.py"), "--probe",
-                                   str(UID_BASE + os.getpid())], capture_output=True, text=True, timeout=60)
+                                   json.dumps(asked)], capture_output=True, text=True, timeout=60)
             try:
-                _probed["result"] = json.loads(proc.stdout)
-            except ValueError:
+                _probed["result"] = Probed.from_json(proc.stdout)
+            except (ValueError, TypeError, KeyError):
                 why = (proc.stderr.strip().splitlines() or [f"status {proc.returncode}"])[-1]
-                _probed["result"] = {"path": "none", "separate_uid": False, "why": {"probe": why}}
+                _probed["result"] = Probed(Route.NONE, False, {"probe": why}, landlock_why=why, seccomp_why=why,
+                                           readable=asked["secrets"])
     return _probed["result"]
 
 
-def _missing(found: dict) -> dict:
-    """layer -> why it is not applied, for a probe result."""
-    why = found["why"]
-    if found["path"] == "none":
-        no_ns = "no namespaces: " + "; ".join(f"{k}: {v}" for k, v in why.items())
-        out = {layer: no_ns for layer in ("namespaces", "new_root", "separate_uid", "network", "secrets_hidden")}
-        out["limits"] = "cpu, memory and file size only: processes and open files would count the grader's own"
-        return out
-    if not found["separate_uid"]:
-        out = {"separate_uid": "the worker keeps the grader's uid (a uid of its own needs CAP_SETUID: "
-                               + "; ".join(f"{k}: {v}" for k, v in why.items()) + ")"}
-        if not found.get("nproc_in_userns"):  # Linux before 5.14 counts processes per uid, not per namespace
-            out["limits"] = "no processes limit: with the grader's uid it would count the grader's processes"
-        return out
-    return {}
+def _joined(why: dict, *keys) -> str:
+    return "; ".join(f"{k}: {v}" for k, v in why.items() if not keys or k in keys)
+
+
+def mechanisms(p: Probed) -> dict:
+    """layer -> Layer for each mechanism the probe found (or why not)."""
+    no_ns = "no namespaces: " + _joined(p.why, "root", "userns_uid", "userns", "probe")
+    ns = {Route.ROOT: "mount and network namespaces", Route.USERNS: "user, mount and network namespaces"}
+    uid_via = {Route.USERNS: "a uid of its own, mapped in its user namespace"}
+    return {
+        "namespaces": Layer(True, ns[p.route]) if p.route.namespaces else Layer(False, no_ns),
+        "new_root": Layer(True, "chroot into a root holding only the Python installation and system folders")
+        if p.route.namespaces else Layer(False, no_ns),
+        "separate_uid": Layer(True, uid_via.get(p.route, "a uid of its own (setuid)")) if p.separate_uid else
+        Layer(False, "the worker keeps the grader's uid (a uid of its own needs CAP_SETUID, and a Python "
+                     "installation that uid can read: " + _joined(p.why, "root", "userns_uid", "setuid") + ")"),
+        "landlock": Layer(True, f"Landlock ABI {p.landlock}") if p.landlock else Layer(False, p.landlock_why),
+        "seccomp": Layer(True, f"a seccomp filter (libseccomp {p.seccomp})") if p.seccomp else
+        Layer(False, p.seccomp_why),
+    }
+
+
+def guarantees(p: Probed, own_nproc: bool, permissions: str = "") -> dict:
+    """layer -> Layer for each guarantee, from what the probe found (``permissions``: the secrets the
+    grader made unreadable to other users, where file permissions are what hides them)."""
+    ns, ll, sc, uid = p.route.namespaces, p.landlock, bool(p.seccomp), p.separate_uid
+    by = lambda *pairs: ", ".join(name for name, ok in pairs if ok)  # noqa: E731
+    secrets = by(("new root", ns), ("Landlock", ll), ("file permissions" + permissions, uid and not ns and not ll))
+    out = {"secrets_hidden": Layer(True, secrets) if secrets and not p.readable else Layer(
+        False, f"a worker confined as this machine allows could read {', '.join(p.readable)} (namespaces: "
+        f"{_joined(p.why) or 'yes'}; Landlock: {p.landlock_why or 'yes'}; a uid of its own: {'yes' if uid else 'no'})")}
+    net = by(("network namespace", ns), ("seccomp: no socket", sc), ("Landlock: no TCP", ll >= 4))
+    out["network"] = Layer(True, net) if ns or sc else Layer(False, "no namespaces and no seccomp filter: the "
+                                                                    "worker shares the grader's network")
+    signals, memory = uid or ll >= 6 or sc, uid or ll or sc
+    reach = by(("a uid of its own", uid), ("Landlock", ll), ("seccomp", sc))
+    out["grader_unreachable"] = Layer(True, reach + "; grader processes non-dumpable") if signals and memory else \
+        Layer(False, "the worker keeps the grader's uid, without Landlock or seccomp to keep it from signalling "
+                     "or tracing the grader")
+    writes = by(("new root", ns), ("Landlock", ll))
+    out["writes_confined"] = Layer(True, writes) if writes else Layer(
+        False, "no namespaces and no Landlock: the worker may write wherever its uid may (/tmp, /dev/shm)")
+    base = "CPU, memory, open files, file size"
+    if own_nproc:
+        out["limits"] = Layer(True, f"{base}, processes (counted for its own "
+                                    f"{'uid' if uid else 'user namespace'})")
+    elif sc:
+        out["limits"] = Layer(True, f"{base}; no new process (seccomp)")
+    else:
+        out["limits"] = Layer(False, f"{base} only: no processes limit (with the grader's uid it would count "
+                                     "the grader's processes)")
+    return out
 
 
 @dataclass
 class Isolation:
-    path: str  # how jail.confine confines: "root", "userns" or "none"
-    separate_uid: bool = False
-    why: dict = field(default_factory=dict)  # layer -> why it is not applied
+    probed: Probed
+    layers: dict  # layer -> Layer
     limits: dict = field(default_factory=lambda: dict(DEFAULT_LIMITS))
     extra_hidden: list = field(default_factory=list)
-    # a processes limit counts only the worker's own processes: a uid of its own, or a user
-    # namespace where the kernel counts them per namespace (the probe measures it)
-    own_nproc: bool = False
+    confine: bool = True  # False: `--isolation degraded` was asked for (no mechanism at all)
+
+    @property
+    def route(self) -> Route:
+        return self.probed.route if self.confine else Route.NONE
+
+    @property
+    def separate_uid(self) -> bool:
+        return self.confine and self.probed.separate_uid
+
+    @property
+    def own_nproc(self) -> bool:
+        """A processes limit counts only the worker's own processes: a uid of its own, or a user
+        namespace where the kernel counts them per namespace (the probe measures it)."""
+        return self.separate_uid or (self.route is Route.USERNS and self.probed.nproc_in_userns)
 
     @property
     def mode(self) -> str:
-        if not self.why:
-            return "strict"
-        return "degraded" if self.path == "none" else "partial"
+        if not self.layers["secrets_hidden"].applied:
+            return "degraded"
+        return "strict" if all(self.layers[g].applied for g in GUARANTEES) else "partial"
+
+    @property
+    def why(self) -> dict:
+        """guarantee -> why it is missing."""
+        return {g: self.layers[g].how for g in GUARANTEES if not self.layers[g].applied}
 
     def for_stage(self, stage) -> Isolation:
         """A copy with the stage's memory and CPU-seconds limits (CPU: twice its wall-clock budget)."""
         limits = {**self.limits, "memory_mb": stage.memory_mb, "cpu_s": int(max(60, 2 * stage.time_limit_s))}
-        return Isolation(self.path, self.separate_uid, dict(self.why), limits, list(self.extra_hidden), self.own_nproc)
+        return Isolation(self.probed, dict(self.layers), limits, list(self.extra_hidden), self.confine)
 
     @classmethod
     def choose(cls, requested: str = "auto", extra_hidden=(), *, kind: str = "hidden",
                allow_readable_secrets: bool = False) -> Isolation:
-        """``auto``: the strongest the machine allows; ``strict``: every layer or
-        IsolationUnavailable; ``degraded``: no namespaces, asked for (itself an opt-in to
-        readable secrets). ``auto`` falling to no namespaces with ``kind`` "hidden" refuses
-        unless ``allow_readable_secrets``."""
+        """``auto``: the strongest the machine allows; ``strict``: every guarantee or
+        IsolationUnavailable; ``degraded``: no confinement at all, asked for (itself an opt-in to
+        readable secrets). ``auto`` that cannot hide the secrets from a worker, with ``kind``
+        "hidden", refuses unless ``allow_readable_secrets``."""
         hidden = [str(p) for p in extra_hidden]
+        shield()
         if requested == "degraded":
             asked = "isolation 'degraded' was asked for"
-            why = {layer: asked for layer in LAYERS}
-            return cls("none", False, why, extra_hidden=hidden)
+            found = Probed(Route.NONE, False, {"asked": asked}, landlock_why=asked, seccomp_why=asked)
+            return cls(found, {layer: Layer(False, asked) for layer in LAYERS}, extra_hidden=hidden, confine=False)
         if requested not in ("auto", "strict"):
             raise ValueError(f"unknown isolation {requested!r}")
-        found = probe()
-        chosen = cls(found["path"], found["separate_uid"], _missing(found), extra_hidden=hidden,
-                     own_nproc=found["separate_uid"] or bool(found.get("nproc_in_userns")))
+        found, permissions = probe(), ""
+        if found.readable and found.separate_uid and not found.route.namespaces and not found.landlock:
+            permissions = _make_private([*found.readable, *hidden])
+            _probed.clear()
+            found = probe()
+        own = found.separate_uid or (found.route is Route.USERNS and found.nproc_in_userns)
+        chosen = cls(found, {**mechanisms(found), **guarantees(found, own, permissions)}, extra_hidden=hidden)
         if requested == "strict" and chosen.why:
             raise IsolationUnavailable(
-                "--isolation strict: this machine cannot give every layer (" +
+                "--isolation strict: this machine cannot give every guarantee (" +
                 "; ".join(f"{k}: {v}" for k, v in chosen.why.items()) + "); use --isolation auto, or run as root")
-        if chosen.path == "none" and kind == "hidden" and not allow_readable_secrets:
+        if chosen.mode == "degraded" and kind == "hidden" and not allow_readable_secrets:
             raise IsolationUnavailable(
                 "refusing to grade: the worker could read the hidden tests and solutions here "
-                f"({chosen.why['namespaces']}); "
-                "run as root or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), "
+                f"({chosen.layers['secrets_hidden'].how}); run as root, allow unprivileged user namespaces "
+                "(sysctl kernel.unprivileged_userns_clone=1), or use a kernel with Landlock (Linux 5.13+); "
                 "or pass --allow-readable-secrets")
-        if chosen.path == "none":
-            chosen.why["secrets_hidden"] = ("readable secrets accepted (--allow-readable-secrets); "
-                                            + chosen.why["secrets_hidden"]) if kind == "hidden" else \
-                "public tests only: no secrets at stake; " + chosen.why["secrets_hidden"]
+        if chosen.mode == "degraded":
+            why = chosen.layers["secrets_hidden"].how
+            chosen.layers["secrets_hidden"] = Layer(False, (
+                "readable secrets accepted (--allow-readable-secrets); " if kind == "hidden" else
+                "public tests only: no secrets at stake; ") + why)
         return chosen
 
     def to_json(self) -> str:
-        return json.dumps({"path": self.path, "separate_uid": self.separate_uid, "why": self.why,
-                           "own_nproc": self.own_nproc})
+        return json.dumps({"probed": self.probed.to_json(), "confine": self.confine,
+                           "layers": {k: v.to_json() for k, v in self.layers.items()}})
 
     @classmethod
     def from_json(cls, text: str, extra_hidden=()) -> Isolation:
         d = json.loads(text)
-        return cls(d["path"], d["separate_uid"], d["why"], extra_hidden=[str(p) for p in extra_hidden],
-                   own_nproc=d.get("own_nproc", d["separate_uid"]))
+        return cls(Probed.from_json(d["probed"]), {k: Layer.from_json(v) for k, v in d["layers"].items()},
+                   extra_hidden=[str(p) for p in extra_hidden], confine=d["confine"])
 
     @property
     def uid(self):
@@ -158,59 +255,70 @@ class Isolation:
 
     def applied_limits(self) -> dict:
         """The limits a worker gets: no processes limit where it would count the grader's processes
-        (the grader's uid, outside a user namespace that counts its own); without namespaces, no
-        open-files limit either (as before)."""
-        drop = set() if self.own_nproc else {"processes"}
-        if self.path == "none":
-            drop.add("open_files")
-        return {k: v for k, v in self.limits.items() if k not in drop}
+        (the grader's uid, outside a user namespace that counts its own)."""
+        return {k: v for k, v in self.limits.items() if k != "processes" or self.own_nproc}
 
     def describe(self) -> dict:
         """The report's ``isolation`` object."""
-        mode, ok = self.mode, (lambda layer: layer not in self.why)
-        layers = {layer: {"applied": ok(layer), **({"why": self.why[layer]} if not ok(layer) else {})}
-                  for layer in LAYERS}
+        mode, layers = self.mode, self.layers
         limits = self.applied_limits()
+        got = [g for g in GUARANTEES if layers[g].applied]
         if mode == "strict":
-            via = "user, mount and network namespaces" if self.path == "userns" else "mount and network namespaces"
-            note = f"worker in fresh {via} as an unprivileged uid; tests, solutions and fixtures unmounted"
+            note = (f"worker confined by {', '.join(m for m in MECHANISMS if layers[m].applied)}: every guarantee "
+                    f"({', '.join(got)})")
         elif mode == "partial":
-            note = ("worker in fresh user, mount and network namespaces; tests, solutions and fixtures unmounted; "
-                    "missing: " + "; ".join(f"{k}: {v}" for k, v in self.why.items()))
+            note = ("worker confined, tests, solutions and fixtures out of its reach; missing: "
+                    + "; ".join(f"{k}: {v}" for k, v in self.why.items()))
         else:
-            note = (f"no confinement ({self.why['namespaces']}): worker is a separate process with limits, "
-                    "but same user and network, and it can read the grader's files")
+            note = (f"no confinement of the secrets ({layers['secrets_hidden'].how}): worker is a separate "
+                    "process with limits, and it can read the grader's files")
         return {
             "mode": mode,
             "separate_process": True,
-            "separate_user": ok("separate_uid"),
-            "network": "none" if ok("network") else "shared",
-            "secrets_hidden": ok("secrets_hidden"),
+            "separate_user": layers["separate_uid"].applied,
+            "network": "none" if layers["network"].applied else "shared",
+            "secrets_hidden": layers["secrets_hidden"].applied,
             "limits": {k: limits[k] for k in ("cpu_s", "memory_mb", "processes", "open_files", "file_mb")
                        if k in limits},
             "note": note,
-            "layers": layers,
+            "layers": {layer: layers[layer].to_json() for layer in LAYERS},
         }
 
     def worker_env(self, home: str, threads: int) -> dict:
         return {**base_env(threads), "HOME": home, "TMPDIR": home,
                 "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
-    def plan(self, cwd: str, env: dict, stash: str, hidden: list) -> dict:
+    def plan(self, cwd: str, env: dict, stash: str, hidden: list) -> Plan:
         """How :func:`grader.sandbox.jail.confine` confines a worker."""
-        plan = {"path": self.path, "uid": self.uid, "limits": self.applied_limits(), "cwd": cwd, "env": env}
-        if os.environ.get("GRADER_TEST_WORKER_CONFINE_FAILS") == "1":  # the project's tests only (test_places)
-            plan["test_confine_fails"] = True
-        if self.path == "none":
-            return plan
-        return {
-            **plan,
-            "hide": [p for p in dict.fromkeys([*map(str, paths.SECRET_PATHS), *self.extra_hidden, *hidden])
-                     if os.path.exists(p)],
-            # the worker exposes its own interpreter and sys.path (jail.exposed_paths), never the course's folder
-            "course": str(paths.ROOT),
-            "stash": stash,
-        }
+        found = self.probed
+        hide = [h for h in dict.fromkeys([*map(str, paths.SECRET_PATHS), *self.extra_hidden, *hidden])
+                if os.path.exists(h)]
+        return Plan(self.route, cwd, env, self.applied_limits(), uid=self.uid,
+                    landlock=found.landlock if self.confine else 0, seccomp=self.confine and bool(found.seccomp),
+                    new_processes=self.own_nproc, hide=hide,
+                    # the worker exposes its own interpreter and sys.path (jail.exposed_paths), never the course
+                    course=str(paths.ROOT), stash=stash)
+
+
+def shield() -> None:
+    """Make this grader process non-dumpable: a worker that shares its uid may not read or write its
+    memory, environment or descriptors through /proc (the grading process, its session, each fork server)."""
+    jail.undumpable()
+
+
+def _make_private(targets) -> str:
+    """Take every permission of other users off ``targets`` (where file permissions alone hide the
+    secrets: a uid of its own, no namespaces, no Landlock); what the report says was done."""
+    done = []
+    for path in dict.fromkeys(targets):
+        try:
+            mode = os.stat(path).st_mode
+            if mode & stat.S_IRWXO:
+                os.chmod(path, stat.S_IMODE(mode) & ~stat.S_IRWXO)
+                done.append(path)
+        except OSError:
+            pass
+    return f": other users' access taken off {', '.join(done)}" if done else ""
 
 
 def one_line(described: dict) -> str:

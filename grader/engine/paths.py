@@ -26,5 +26,7 @@ def _labelled_corpus():
     return [Path(spec.origin).parent / "corpora"]
 
 
-# What the worker must never read (covered by empty mounts in strict isolation).
-SECRET_PATHS = [SOLUTIONS, TESTS, ROOT / ".git", ROOT / "benchmarks" / "work", *_labelled_corpus()]
+# What the worker must never read: out of its new root, outside its Landlock rules, or unreadable to
+# its uid (grader.engine.isolation). The stand-ins are earlier stages' answers built from torch's parts.
+SECRET_PATHS = [SOLUTIONS, TESTS, ROOT / ".git", ROOT / "benchmarks" / "work", SANDBOX / "standins",
+                *_labelled_corpus()]

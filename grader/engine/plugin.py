@@ -91,6 +91,7 @@ def pytest_sessionstart(session):
     """Start the fork servers the suites given will need, so that torch's import
     runs while the numpy stages are graded."""
     config = session.config
+    iso.shield()
     _fatal.clear()
     ids = {Path(arg).stem.removeprefix("test_") for arg in config.args}
     forkservers.start({s.library for s in stages.all_stages() if s.id in ids}, config.getoption("--threads"))

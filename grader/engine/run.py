@@ -41,7 +41,7 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
     """
     start = time.monotonic()
     chosen = stages.resolve(stage_ids)
-    iso_choice = iso.Isolation.choose(isolation, kind=kind, allow_readable_secrets=allow_readable_secrets)
+    iso_choice = iso.Isolation.choose(isolation, hide, kind=kind, allow_readable_secrets=allow_readable_secrets)
     work = tempfile.mkdtemp(prefix="grader-")
     os.chmod(work, 0o711)
     private = os.path.join(work, "private")

@@ -85,7 +85,7 @@ class StageWorker:
         rep_r, rep_w = os.pipe()
         self._stderr = tempfile.TemporaryFile()
         try:
-            self.pid = self.server.spawn(config, plan, (req_r, rep_w, self._stderr.fileno()),
+            self.pid = self.server.spawn(config, plan.to_json(), (req_r, rep_w, self._stderr.fileno()),
                                          timeout=min(STARTUP_S, max(1.0, self._remaining())))
         except ForkServerFailed as exc:
             os.close(req_w)

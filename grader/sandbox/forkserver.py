@@ -80,7 +80,9 @@ def preload(library: str) -> None:
         return
     import numpy  # noqa: F401
 
-    from . import forbid, jail, protocol, runtime  # noqa: F401  fork-safety: see the docstring
+    from . import forbid, jail, landlock, protocol, runtime, syscalls  # noqa: F401  fork-safety: see the docstring
+    landlock.abi()  # loads landlockpy, as syscalls.version() loads libseccomp: before any fork
+    syscalls.version()
     if library == "torch":
         import torch  # noqa: F401
         import torch._dynamo  # noqa: F401  (the first torch.optim optimizer imports it: ~1.2 s)
@@ -144,6 +146,7 @@ class Server:
 def _child(config: dict, plan: dict, in_fd: int, out_fd: int, err_fd: int) -> None:
     """The worker, from fork to exit."""
     from . import jail, runtime  # fork-safety: numpy only after the fork outside Linux (see preload)
+    from .plan import Plan  # fork-safety: same
     code = 0
     try:
         os.setsid()  # its own process group: the session kills the group
@@ -154,8 +157,9 @@ def _child(config: dict, plan: dict, in_fd: int, out_fd: int, err_fd: int) -> No
         keep = sorted({0, 1, 2, in_fd, out_fd})
         for low, high in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
             os.closerange(low + 1, high)  # everything else the server had open
+        plan = Plan.from_json(plan)
         os.environ.clear()
-        os.environ.update(plan["env"])
+        os.environ.update(plan.env)
         import tempfile
         tempfile.tempdir = None  # so TMPDIR (the scratch folder) is read again
         sys.path[:] = [p for p in sys.path if p != _ROOT]
@@ -181,7 +185,9 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 
 def main() -> None:
+    from . import jail  # fork-safety: see preload
     library, fd = sys.argv[1], int(sys.argv[2])
+    jail.undumpable()  # a worker that shares its uid may not read its memory
     preload(library)
     Server(socket.socket(fileno=fd)).serve()
 

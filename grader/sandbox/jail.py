@@ -1,15 +1,11 @@
 """Confines a worker before any student code exists in it.
 
 :func:`confine` runs in the worker itself, a fresh single-threaded fork of the
-fork server (:mod:`forkserver`), along the path the trusted side chose from
-:func:`probe` (``plan["path"]``):
+fork server (:mod:`forkserver`), along the :class:`~grader.sandbox.plan.Plan` the
+trusted side made from :func:`probe`'s answer (the routes: :mod:`grader.sandbox.plan`).
 
-``root`` (root with CAP_SYS_ADMIN): new mount and network namespaces directly;
-``userns`` (root without CAP_SYS_ADMIN, e.g. a container, or any user where
-unprivileged user namespaces are allowed): new user, mount and network
-namespaces (:func:`enter_userns`); ``none``: limits and working directory only.
-
-With namespaces:
+With namespaces (``root``: directly; ``userns``: through a user namespace,
+:func:`enter_userns`):
 
 1. the network namespace has no interface up, so every connection fails at once;
 2. a new, empty root file system (a tmpfs) into which only what the worker
@@ -21,16 +17,21 @@ With namespaces:
    and read-write, its scratch folder. Nothing else
    exists there: not the course repository (solutions, hidden tests, .git),
    not other submissions, not the grader's private files, not another copy of
-   the course elsewhere on the machine. Paths in ``plan["hide"]`` that lie inside
+   the course elsewhere on the machine. Paths in ``plan.hide`` that lie inside
    what is exposed (e.g. a labelled corpus in site-packages) are covered by
    empty mounts;
-3. ``chroot`` into it;
-4. resource limits (CPU seconds, address space, processes, open files, file
-   size, no core dumps);
-5. groups, gid and uid dropped to ``plan["uid"]`` (through a user namespace:
-   to the grader's own uid when ``plan["uid"]`` is None) and, in a user
-   namespace, every capability dropped; no way back;
-6. the scratch directory as the working directory.
+3. ``chroot`` into it.
+
+Then, on every route:
+
+4. resource limits (CPU seconds, address space, open files, file size, no core
+   dumps; processes where the limit counts the worker's own alone);
+5. groups, gid and uid dropped to ``plan.uid`` (``setuid``: without namespaces;
+   with none, the grader's own uid) and every capability dropped; no way back
+   (no new privileges), and its memory unreadable to other processes of its uid;
+6. the scratch directory as the working directory;
+7. Landlock (:mod:`grader.sandbox.landlock`) and a seccomp filter
+   (:mod:`grader.sandbox.syscalls`), where ``plan.landlock`` and ``plan.seccomp`` say so.
 
 Any failure raises OSError: the worker then exits with status 97 and the
 trusted side stops grading with a grader error instead of running it unconfined.
@@ -38,9 +39,18 @@ trusted side stops grading with a grader error instead of running it unconfined.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import resource
 import sys
+
+if __package__:
+    from . import landlock, syscalls
+    from .plan import Plan, Probed, Route
+else:  # python -I jail.py --probe, in a fresh interpreter: the package from the folder holding grader/
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from grader.sandbox import landlock, syscalls
+    from grader.sandbox.plan import Plan, Probed, Route
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 8192, 16384, 1 << 18
@@ -134,22 +144,22 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def exposed_paths(plan: dict) -> tuple[list, list]:
+def exposed_paths(plan: Plan) -> tuple[list, list]:
     """(real paths to bind-mount, symbolic links ``(where, text)`` to recreate) so that the
     worker finds the interpreter and every folder on its ``sys.path`` both at its real path and
-    at every path it is reached by. A ``sys.path`` entry inside the course (``plan["course"]``,
+    at every path it is reached by. A ``sys.path`` entry inside the course (``plan.course``,
     e.g. a .pth naming the project) or above it is left out unless it lies in the interpreter's
     own prefixes (a ``.venv`` inside the project is the venv, not the course)."""
     own, on_path = interpreter_paths()
     links, reals = [], []
     own_real = []
-    for path in [*plan.get("expose", []), *own]:
+    for path in [*plan.expose, *own]:
         found = []
         real = resolve(os.path.abspath(path), found)
         own_real.append(real)
         reals.append(real)
         links += found
-    course = plan.get("course") and os.path.realpath(plan["course"])
+    course = plan.course and os.path.realpath(plan.course)
     for path in on_path:
         found = []
         real = resolve(os.path.abspath(path), found)
@@ -175,15 +185,14 @@ def kept_flags(path: str) -> int:
     return flags
 
 
-def build_root(plan: dict) -> str:
+def build_root(plan: Plan, reals: list, links: list) -> str:
     """An empty tmpfs with only what the worker needs mounted into it: the system folders, the
-    interpreter and every folder on its ``sys.path`` (at their real paths, with the symbolic
-    links that lead there recreated), the scratch folder; ``plan["hide"]`` covered wherever the
-    worker would reach it."""
-    new_root = os.path.join(plan["stash"], "root")
+    interpreter and every folder on its ``sys.path`` (``reals``, at their real paths, with the
+    symbolic ``links`` that lead there recreated: :func:`exposed_paths`), the scratch folder;
+    ``plan.hide`` covered wherever the worker would reach it."""
+    new_root = os.path.join(plan.stash, "root")
     os.makedirs(new_root, exist_ok=True)
     mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    reals, links = exposed_paths(plan)
     exposed = []
     for path in sorted(dict.fromkeys(SYSTEM + reals), key=len):  # a folder before what it holds
         if not any(_within(path, e) for e in exposed):
@@ -193,10 +202,10 @@ def build_root(plan: dict) -> str:
         if not os.path.lexists(new_root + where):  # else it is inside a mounted folder already
             os.makedirs(new_root + os.path.dirname(where), exist_ok=True)
             os.symlink(text, new_root + where)
-    expose(new_root, plan["cwd"], writable=True)
+    expose(new_root, plan.cwd, writable=True)
     os.makedirs(new_root + "/tmp", mode=0o1777, exist_ok=True)
     os.chmod(new_root + "/tmp", 0o1777)
-    for path in plan["hide"]:
+    for path in plan.hide:
         # resolved inside the new root: a symlink there (a venv reached through one) must not lead
         # this mount outside it, and the secret is covered whichever path the worker takes to it
         inside = resolve(os.path.abspath(path), [], root=new_root)
@@ -219,11 +228,6 @@ def limit(limits: dict) -> None:
 
 
 def _unshare(flags: int) -> None:
-    # GRADER_TEST_DENY_UNSHARE=1 is for the project's tests only (tests/project/test_places.py): it
-    # makes every unshare fail as on a machine without namespaces. Workers never see it (their
-    # environment is the plan's); only the probe, run in the grader's own environment, reads it.
-    if os.environ.get("GRADER_TEST_DENY_UNSHARE") == "1":
-        raise OSError(1, "unshare: Operation not permitted (GRADER_TEST_DENY_UNSHARE, a test)")
     _check(libc.unshare(flags), "unshare")
 
 
@@ -288,13 +292,16 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 28, 38
+PR_SET_DUMPABLE, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 4, 28, 38
 SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 1, 2
 
 
 def drop_capabilities() -> None:
-    """No capability left (in a user namespace a uid change alone may keep them), none
-    regained by executing anything (not as uid 0, not through set-uid files)."""
+    """No capability left (in a user namespace a uid change alone may keep them; root without
+    namespaces keeps its uid), none regained by executing anything (not as uid 0, not through
+    set-uid files)."""
+    if os.geteuid() == 0:  # best effort (it needs CAP_SETPCAP): no_new_privs alone keeps an exec from gaining any
+        libc.prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0, 0)
     hdr, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
     _check(libc.capset(ctypes.byref(hdr), data), "capset")
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl no_new_privs")
@@ -302,6 +309,14 @@ def drop_capabilities() -> None:
         caps = {k: int(v, 16) for k, v in (line.split(":") for line in f if line.startswith("Cap"))}
     if caps.get("CapEff") or caps.get("CapPrm") or caps.get("CapAmb"):
         raise OSError(f"capabilities left: {caps}")
+
+
+def undumpable() -> None:
+    """Other processes of this uid may not read or write this process's memory, environment or
+    descriptors (``/proc/PID/mem`` and the like need ptrace access, which a non-dumpable process
+    refuses to them). Every grader process calls it, and every worker after its last uid change
+    (which resets it)."""
+    _check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl dumpable")
 
 
 def become(uid, gid) -> None:
@@ -315,61 +330,65 @@ def become(uid, gid) -> None:
         raise OSError("could not drop privileges")
 
 
-def confine(plan: dict) -> None:
-    """``plan["path"]``: "root" (unshare directly, then setuid), "userns" (through a user
-    namespace; ``plan["uid"]`` None: stay the grader's uid) or "none" (limits only)."""
-    path, uid = plan["path"], plan.get("uid")
-    if plan.get("test_confine_fails"):
-        # For the project's tests only (tests/project/test_places.py): a worker that cannot confine
-        # itself although the probe could. The trusted side puts it in the plan when its own
-        # environment has GRADER_TEST_WORKER_CONFINE_FAILS=1; the probe's plans never carry it.
-        raise OSError(1, "unshare: Operation not permitted (test_confine_fails in the plan, a test)")
-    if path == "userns":
-        outer_uid, outer_gid = os.geteuid(), os.getegid()
+def confine(plan: Plan) -> None:
+    """Confine this process along ``plan`` (the module's docstring, in order)."""
+    route, uid = plan.route, plan.uid
+    reals, links = exposed_paths(plan)  # before any uid change: a path this uid cannot reach would be dropped
+    if route is Route.USERNS:
+        gid = uid
         if uid is None:
-            uid, gid = outer_uid, outer_gid
-        else:
-            gid = uid
-        enter_userns(plan.get("uid"))
+            uid, gid = os.geteuid(), os.getegid()
+        # it writes its own /proc/self/uid_map: a non-dumpable process (the fork server's child) may not
+        _check(libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl dumpable")
+        enter_userns(plan.uid)
         _check(libc.prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0, 0), "prctl securebits")
         mount(None, "/", None, MS_REC | MS_PRIVATE)
-        os.chroot(build_root(plan))
-        limit(plan["limits"])
+        os.chroot(build_root(plan, reals, links))
+        limit(plan.limits)
         become(uid, gid)
-        drop_capabilities()
-    elif path == "root":
+    elif route is Route.ROOT:
         _unshare(CLONE_NEWNS | CLONE_NEWNET)
         mount(None, "/", None, MS_REC | MS_PRIVATE)
-        os.chroot(build_root(plan))
-        limit(plan["limits"])
-        if uid is not None:
-            become(uid, uid)
-    elif path == "none":
-        limit(plan["limits"])
+        os.chroot(build_root(plan, reals, links))
+        limit(plan.limits)
+        become(uid, uid)
+    elif route is Route.SETUID:
+        limit(plan.limits)
+        become(uid, uid)
     else:
-        raise OSError(f"unknown confinement {path!r}")
-    os.chdir(plan["cwd"])
+        limit(plan.limits)
+    drop_capabilities()
+    undumpable()
+    os.chdir(plan.cwd)
+    if plan.landlock:
+        landlock.restrict(SYSTEM + reals, [plan.cwd], plan.hide, plan.course, plan.landlock)
+    if plan.seccomp:
+        syscalls.install(shared_uid=plan.uid is None, new_processes=plan.new_processes)
 
 
-def _attempt(plan: dict, then=None):
-    """Confine a throwaway child with ``plan`` (and call ``then`` in it): None if it worked, else why not."""
+def _attempt(plan: Plan, then=None):
+    """Confine a throwaway child with ``plan`` (None: not at all), then call ``then`` in it: (what
+    ``then`` returned, a JSON value, and None) if it worked, else (None, why not)."""
     why_r, why_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(why_r)
         try:
-            confine(plan)
-            if then is not None:
-                then()
+            if plan is not None:
+                confine(plan)
+            os.write(why_w, json.dumps(then() if then is not None else None).encode())
             os._exit(0)
         except BaseException as exc:  # noqa: BLE001 - report any failure, never return
-            os.write(why_w, (getattr(exc, "strerror", None) and str(exc) or str(exc) or type(exc).__name__).encode())
+            os.write(why_w, (str(exc) or type(exc).__name__).encode())
             os._exit(1)
     os.close(why_w)
-    why = os.read(why_r, 500).decode(errors="replace")
+    chunks = []
+    while chunk := os.read(why_r, 1 << 16):
+        chunks.append(chunk)
     os.close(why_r)
+    text = b"".join(chunks).decode(errors="replace")
     _, status = os.waitpid(pid, 0)
-    return None if status == 0 else (why or f"status {status}")
+    return (json.loads(text), None) if status == 0 else (None, text or f"status {status}")
 
 
 def _nproc_counts_this_namespace() -> None:
@@ -383,43 +402,97 @@ def _nproc_counts_this_namespace() -> None:
     os.waitpid(pid, 0)
 
 
-def probe(uid: int) -> dict:
-    """What this machine allows, tried for real in throwaway children, strongest first:
-    ``{"path": "root"|"userns"|"none", "separate_uid": bool, "why": {"root": ..., "userns_uid": ..., "userns": ...}}``
-    (``why``: why each stronger attempt failed). Through a user namespace without a uid of its own,
-    ``nproc_in_userns`` says whether a processes limit would count only the worker's processes."""
+def _usable(needed, secrets) -> list:
+    """In a confined child: raise unless every path ``needed`` (what the worker imports from, named
+    before confinement) can be read (a uid of its own may not read a Python installation under
+    /root); the ``secrets`` it can read."""
+    for path in needed:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            os.close(os.open(path, os.O_RDONLY))
+    return [path for path in secrets if _can_read(path)]
+
+
+def _can_read(path: str, files: int = 50) -> bool:
+    """Whether a file, or one of the first ``files`` files beneath a folder, opens for reading (a
+    folder that may be listed but none of whose files may be read holds nothing readable)."""
+    if not os.path.isdir(path):
+        try:
+            os.close(os.open(path, os.O_RDONLY))
+            return True
+        except OSError:
+            return False
+    for folder, _, names in os.walk(path):
+        for name in names[:files]:
+            if _can_read(os.path.join(folder, name)):
+                return True
+            files -= 1
+        if files <= 0:
+            break
+    return False
+
+
+def _mechanism(install) -> str:
+    """Why a throwaway child could not ``install`` a mechanism ("" if it could)."""
+    def then():
+        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl no_new_privs")
+        install()
+    _, why = _attempt(None, then)
+    return why or ""
+
+
+ATTEMPTS = ((Route.ROOT, "root", True), (Route.USERNS, "userns_uid", True), (Route.USERNS, "userns", False),
+            (Route.SETUID, "setuid", True), (Route.NONE, "none", False))
+
+
+def probe(uid: int, secrets=(), course=None) -> Probed:
+    """What this machine allows, tried for real in throwaway children: Landlock and seccomp each
+    on their own, then each route strongest first, with every mechanism that worked, until one
+    confines a child that can still read what a worker imports. ``readable``: which of
+    ``secrets`` that child could still read."""
     import shutil  # start-up: only the probe needs it, never a worker
     import tempfile  # start-up: same
     tmp = tempfile.mkdtemp(prefix="grader-probe-")
     os.chmod(tmp, 0o711)
-    whys = {}
+    version, landlock_why = landlock.abi()
+    if version:
+        landlock_why = _mechanism(lambda: landlock.restrict([], [], [], version=version))
+        version = 0 if landlock_why else version
+    seccomp, seccomp_why = syscalls.version()
+    if seccomp:
+        seccomp_why = _mechanism(lambda: syscalls.install(shared_uid=True, new_processes=False))
+        seccomp = "" if seccomp_why else seccomp
+    whys, needed = {}, None
     try:
-        for n, (path, name, with_uid) in enumerate((("root", "root", True), ("userns", "userns_uid", True),
-                                                   ("userns", "userns", False))):
+        for n, (route, name, with_uid) in enumerate(ATTEMPTS):
             cwd = os.path.join(tmp, f"cwd{n}")
             os.makedirs(cwd)
-            plan = {"path": path, "uid": uid if with_uid else None, "hide": [], "env": {}, "cwd": cwd,
-                    "stash": os.path.join(tmp, f"stash{n}"),
-                    "limits": {"cpu_s": 60, "memory_mb": 8192, "file_mb": 16}}
+            plan = Plan(route, cwd, {}, {"cpu_s": 60, "memory_mb": 8192, "file_mb": 16, "open_files": 256},
+                        uid=uid if with_uid else None, landlock=version, seccomp=bool(seccomp),
+                        hide=list(secrets), course=course, stash=os.path.join(tmp, f"stash{n}"))
+            needed = needed or exposed_paths(plan)[0]
+            readable = None
             try:
                 if with_uid:
                     os.chown(cwd, uid, uid)
-                whys[name] = _attempt(plan)
+                readable, whys[name] = _attempt(plan, then=lambda needed=needed: _usable(needed, secrets))
             except OSError as exc:
                 whys[name] = f"{exc.strerror or exc}"
             if whys[name] is None:
                 del whys[name]
-                found = {"path": path, "separate_uid": with_uid, "why": whys}
-                if path == "userns" and not with_uid:
+                found = Probed(route, with_uid, whys, landlock=version, landlock_why=landlock_why, seccomp=seccomp,
+                               seccomp_why=seccomp_why, readable=readable)
+                if route is Route.USERNS and not with_uid:
                     os.makedirs(cwd + "-nproc")
-                    found["nproc_in_userns"] = _attempt({**plan, "cwd": cwd + "-nproc"},
-                                                        then=_nproc_counts_this_namespace) is None
+                    plan.cwd = cwd + "-nproc"
+                    found.nproc_in_userns = _attempt(plan, then=_nproc_counts_this_namespace)[1] is None
                 return found
-        return {"path": "none", "separate_uid": False, "why": whys}
+        raise OSError("no route confined a child: " + "; ".join(f"{k}: {v}" for k, v in whys.items()))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-if __name__ == "__main__":  # python -I jail.py --probe UID: the trusted side's probe (grader.engine.isolation)
-    import json
-    print(json.dumps(probe(int(sys.argv[2]))))
+if __name__ == "__main__":  # python -I jail.py --probe '{"uid":..}': the trusted side's probe (grader.engine.isolation)
+    asked = json.loads(sys.argv[2])
+    print(probe(asked["uid"], asked.get("secrets", ()), asked.get("course")).to_json())

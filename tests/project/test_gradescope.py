@@ -11,7 +11,7 @@ import sys
 import zipfile
 
 import pytest
-from test_places import PLACES
+from test_places import PLACES, filtered
 
 from benchmarks.common import CgroupUnavailable, MemoryCgroup
 from grader.authoring import autograder
@@ -91,6 +91,49 @@ def _unpacked(tmp_path):
     return root, readme
 
 
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                             reason="Docker's default capabilities are made from root with setpriv")
+
+
+def _run_autograder(root, prefix):
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+    proc = subprocess.run([*prefix, "bash", str(root / "run_autograder")], env=env, capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc, json.loads((root / "results" / "results.json").read_text())
+
+
+@AS_ROOT
+def test_run_autograder_in_a_default_docker_container(tmp_path):
+    """Root with Docker's capabilities under its default seccomp profile's answer to namespaces (no
+    unshare): the reference's stages score full marks, with the secrets hidden and the network cut."""
+    root, _ = _unpacked(tmp_path)
+    for stage in ("a01_similarity", "a02_softmax"):
+        shutil.copy(paths.SOLUTIONS / f"{stage}.py", root / "submission")
+    proc, results = _run_autograder(root, PLACES["docker"].prefix)
+    _valid_results(results)
+    handed_in = [t for t in results["tests"] if t["name"].startswith(("a01_similarity:", "a02_softmax:"))]
+    assert results["score"] == 16 and handed_in and all(t["status"] == "passed" for t in handed_in), results["output"]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("isolation "))
+    assert line.startswith("isolation strict: ") and "without namespaces" in line, proc.stdout
+    assert "secrets_hidden" in line and "network" in line
+
+
+@AS_ROOT
+def test_when_the_autograder_cannot_grade_the_student_is_told_and_the_staff_see_why(tmp_path):
+    """Every worker fails to confine itself (a filter refuses a limit the probe never sets): the student's
+    result says the autograder could not run and where the instructor sees why; the autograder's output
+    (stdout, for staff only) holds the one-line reason. Nothing claims the instructor was told."""
+    root, _ = _unpacked(tmp_path)
+    shutil.copy(paths.SOLUTIONS / "a01_similarity.py", root / "submission")
+    proc, results = _run_autograder(root, filtered("host", "--refuse-processes-limit"))
+    assert results == gradescope.not_graded("1") and results["score"] == 0
+    assert "could not run" in results["output"] and "autograder's output" in results["output"]
+    assert "has been told" not in results["output"]
+    reason = [x for x in proc.stdout.splitlines() if x.startswith("error: ")]
+    assert len(reason) == 1 and "a worker of a01_similarity could not be set up and confined" in reason[0], proc.stdout
+
+
 @pytest.mark.parametrize("script", autograder.SCRIPTS)
 def test_the_scripts_parse_as_bash(script, tmp_path):
     archive = autograder.build(str(tmp_path / "autograder.zip"))
@@ -126,8 +169,7 @@ def test_the_readme_declares_memory_cpu_and_timeout_from_the_measured_peak(tmp_p
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("gradescope-memory")
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                    reason="Docker's default capabilities are made from root with setpriv")
+@AS_ROOT
 @pytest.mark.parametrize("who", ["solutions", "starter"])
 def test_run_autograder_as_docker_root_within_the_declared_memory(who, tmp_path):
     """The whole grading (every stage), in a memory cgroup limited to the README's figure."""
@@ -140,10 +182,9 @@ def test_run_autograder_as_docker_root_within_the_declared_memory(who, tmp_path)
         cgroup = MemoryCgroup(declared, name="grader-gradescope-test")
     except CgroupUnavailable as exc:
         pytest.skip(f"no memory cgroup can be made here: {exc}")
-    env = {**{k: v for k, v in os.environ.items() if k != "GRADER_TEST_DENY_UNSHARE"},
-           "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
     with cgroup:
-        proc = subprocess.run([*cgroup.prefix(), *PLACES["docker"][0], "bash", str(root / "run_autograder")],
+        proc = subprocess.run([*cgroup.prefix(), *PLACES["docker"].prefix, "bash", str(root / "run_autograder")],
                               env=env, capture_output=True, text=True, timeout=1800)
         peak, ooms = cgroup.peak_mb(), cgroup.oom_kills()
     where = f"{cgroup.describe()}: peak {peak} MB, OOM kills {ooms}"
@@ -151,7 +192,7 @@ def test_run_autograder_as_docker_root_within_the_declared_memory(who, tmp_path)
     assert not ooms, where
     results = json.loads((root / "results" / "results.json").read_text())
     _valid_results(results)
-    assert "isolation strict" in proc.stderr, proc.stderr[-2000:]
+    assert "isolation strict" in proc.stdout, proc.stdout[-2000:]
     stages = {t["name"].split(":")[0] for t in results["tests"]}
     assert len(stages) == 9, stages
     if who == "solutions":

@@ -17,12 +17,15 @@ pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="strict isolation nee
               pytest.mark.xdist_group("hostile")]
 
 
-def submission_with(case: str, tmp_path: Path, port: int = 0) -> Path:
+def submission_with(case: str, tmp_path: Path, port: int = 0, course: Path = ROOT) -> Path:
+    """The attack ``case`` as a submission: its a02_softmax.py aimed at the listening ``port`` and at the
+    real path of the ``course`` being graded, beside a correct a01_similarity.py."""
     sub = tmp_path / case
     sub.mkdir()
     shutil.copy(ROOT / "solutions" / "a01_similarity.py", sub)
     source = (HOSTILE / case / "a02_softmax.py").read_text()
-    (sub / "a02_softmax.py").write_text(source.replace("HOSTILE_PORT = 0", f"HOSTILE_PORT = {port}"))
+    source = source.replace("HOSTILE_PORT = 0", f"HOSTILE_PORT = {port}")
+    (sub / "a02_softmax.py").write_text(source.replace('COURSE = "/work/main"', f"COURSE = {str(course)!r}"))
     return sub
 
 

