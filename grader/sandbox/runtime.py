@@ -122,12 +122,11 @@ class Worker:
     def prepare(self):
         """Course-provided parts, imported before the worker is confined (afterwards the
         grader's folder no longer exists for it): what the stand-ins of earlier stages are
-        made of, the stage's probes, and the stage's own stand-in where the course has one
-        (a probe's yardstick; the student bundle ships none)."""
+        made of, and the stage's probes. Never the stand-in of the stage itself: a
+        submission could hand it in as its own."""
         for name in self.standins:
             self._standin(name)
         self.probes = _optional_module(f"{__package__}.probes.{self.stage}")
-        _optional_module(f"{__package__}.standins.{self.stage}")
 
     def load(self):
         sys.path.insert(0, self.student_dir)

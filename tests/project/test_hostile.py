@@ -1,4 +1,5 @@
 """Hostile submissions gain nothing and break nothing (see tests/hostile/README.md)."""
+import ast
 import os
 import shutil
 import socket
@@ -78,3 +79,30 @@ def test_a_dying_worker_is_reported_as_crashed(tmp_path):
     rep = grade_cached(submission_with("os_exit", tmp_path), stages=["a01_similarity", "a02_softmax"])
     crashed = [t for t in stage_of(rep, "a02_softmax")["tests"] if t["status"] == "crashed"]
     assert crashed and "exited with status 0" in crashed[0]["feedback"]
+
+
+REUSE_STANDIN = '''"""Hands in the course's own stand-in of this stage, if the worker holds one or can import it."""
+import importlib
+import sys
+
+_name = "grader.sandbox.standins.{stage}"
+_standin = sys.modules.get(_name) or importlib.import_module(_name)
+{assignments}
+'''
+
+
+@pytest.mark.parametrize("stage", ["a05_encoder", "a07_bert_mlm", "a08_sentiment"])
+def test_no_stage_can_hand_in_the_courses_stand_in_of_itself(stage, tmp_path):
+    """A stand-in is a working answer to its stage (built from torch's parts): the worker of that stage
+    never holds it, and the course folder it comes from is out of reach."""
+    from grader.engine import paths
+    source = (paths.SANDBOX / "standins" / f"{stage}.py").read_text()
+    names = ast.literal_eval(source.split("CONTRACT_NAMES = ", 1)[1].split("\n", 1)[0])
+    sub = tmp_path / "reuse"
+    sub.mkdir()
+    (sub / f"{stage}.py").write_text(REUSE_STANDIN.format(
+        stage=stage, assignments="\n".join(f"{n} = _standin.{n}" for n in names)))
+    rep = grade_cached(sub, stages=[stage])
+    graded = stage_of(rep, stage)
+    assert graded["score"] == 0, [t["name"] for t in graded["tests"] if t["status"] == "passed"]
+    assert any("could not import the module" in t["feedback"] for t in graded["tests"])

@@ -132,26 +132,40 @@ def padding_invariance(mod, kind, init, state_dict, x, mask, real, seed=0):
     return report
 
 
+def yardstick_weights(d_model: int, seed: int = 0) -> torch.Tensor:
+    """(4, d_model, d_model): the four matrices of :func:`yardstick`, the same on both sides."""
+    return torch.randn(4, d_model, d_model, generator=torch.Generator().manual_seed(seed)) / d_model ** 0.5
+
+
+def yardstick(x, weights):
+    """A timing yardstick of an attention layer's size that is not one: x (B, n, d) through three
+    projections, the (B, n, n) products and an output projection, without heads, scaling, mask or
+    softmax. It runs beside the student's module in the worker (both pay the worker's guards) and
+    beside the reference on the trusted side; calling it gains a submission nothing. (No stand-in of
+    this stage is ever in its own worker: a submission could hand it in as its own.)"""
+    q, k, v = (x @ w for w in weights[:3])
+    return ((q @ k.transpose(-2, -1)) @ v) @ weights[3]
+
+
 def time_forward(mod, kind, init, state_dict, args, kwargs=None, repeat=10, seed=0):
-    """Best wall times (s) of eval-mode, no_grad forwards of the student's module and of the
-    stand-in (torch-built) module with the same weights, interleaved so that both see the same
-    machine load. The trusted side calibrates the stand-in against the reference."""
-    from ..standins import a05_encoder as standin  # hidden tests only: the student bundle has no stand-ins
+    """Best wall times (s) of eval-mode, no_grad forwards of the student's module and of
+    :func:`yardstick` on its first input, interleaved so that both see the same machine load.
+    The trusted side times the reference against the same yardstick."""
     model, report = build(mod, KINDS, kind, init, state_dict, seed)
     if report["load_error"] or report["missing"] or report["unexpected"]:
         return report
-    baseline = getattr(standin, kind)(**(init or {}))
-    baseline.load_state_dict(state_dict, strict=False)
+    x = args[0]
+    weights = yardstick_weights(x.shape[-1])
     model.eval()
-    baseline.eval()
-    best = {"seconds": float("inf"), "baseline_seconds": float("inf")}
+    runs = {"seconds": lambda: model(*args, **(kwargs or {})), "baseline_seconds": lambda: yardstick(x, weights)}
+    best = {key: float("inf") for key in runs}
     with torch.no_grad():
-        model(*args, **(kwargs or {}))
-        baseline(*args, **(kwargs or {}))
+        for run_once in runs.values():
+            run_once()
         for _ in range(max(1, int(repeat))):
-            for key, m in (("seconds", model), ("baseline_seconds", baseline)):
+            for key, run_once in runs.items():
                 start = time.perf_counter()
-                m(*args, **(kwargs or {}))
+                run_once()
                 best[key] = min(best[key], time.perf_counter() - start)
     report.update(best)
     return report
