@@ -12,6 +12,7 @@ benchmarks/README.md for what each line means.
 
 Benchmarks (``--only`` names):
   boundary  full hidden grading of the reference, strict isolation vs no boundary   target <= 1.3x
+  layers    each stage's grading with Landlock and seccomp vs the namespaces alone  target <= 1.05x
   memory    peak PSS of grading one submission (process tree) vs Gradescope's 768 MB target <= 1x
   check     `python -m grader check a02_softmax REF` vs `python -c "import numpy"`  target <= 3x
   batch     batch throughput, 2 workers vs 1, >= 50 submissions (numpy stage)       target >= 1.8x
@@ -56,7 +57,7 @@ from .common import (
 )
 from .otter import compare
 
-ORDER = ["mha", "sdpa", "check", "otter", "boundary", "memory", "batch"]
+ORDER = ["mha", "sdpa", "check", "otter", "boundary", "layers", "memory", "batch"]
 NUMPY_STAGES = ["a01_similarity", "a02_softmax", "a03_attention"]
 BATCH_STAGES = ["a02_softmax"]
 BATCH_COUNT, QUICK_BATCH_COUNT = 50, 20
@@ -172,6 +173,47 @@ def bench_boundary(ctx) -> list:
                  {strict: runs[strict], "inprocess": runs["inprocess"], "times": times, "cpu_ratio": cpu_ratio,
                   "wall_ratio": wall_ratio, "per_stage_test_seconds": per_stage})
     return [res]
+
+
+def bench_layers(ctx) -> list:
+    """Each stage of the reference graded alone (the whole command), with every layer the machine gives
+    (as root: namespaces, a uid of its own, Landlock, seccomp) vs the same without Landlock and seccomp
+    (``python -m benchmarks.layers without``: the strict path before they came), interleaved; and the
+    best time to confine one worker along each route (``benchmarks.layers.spawn_costs``)."""
+    from . import layers  # start-up: the other benchmarks need none of it
+    chosen = NUMPY_STAGES if ctx.quick else [s.id for s in all_stages.all_stages()]
+    repeat = ctx.repeat or (3 if ctx.quick else 1)
+    env = user_env(ctx.keep_env)
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    out = WORK / "layers"
+    out.mkdir(parents=True, exist_ok=True)
+    sub = common.GRADER_ROOT / "solutions"
+    per_stage = {}
+    for stage in chosen:
+        def one(without, stage=stage):
+            argv = grade_argv(sub, [stage], out=out / f"{stage}-{without}.json")
+            if without:
+                argv[1:3] = ["-m", "benchmarks.layers", "without", "--"]
+            return run_timed(argv, env=env, timeout=3600)[0]
+        times = interleaved({"all": lambda one=one: one(False), "without": lambda one=one: one(True)},
+                            repeat=repeat, warmup=0)
+        per_stage[stage] = (min(times["all"]), min(times["without"]))
+        log(f"  {stage}: {per_stage[stage][0]:.2f} s with Landlock and seccomp, {per_stage[stage][1]:.2f} s without")
+    a, b = sum(x for x, _ in per_stage.values()), sum(y for _, y in per_stage.values())
+    ratio = a / b
+    notes = ["per stage, seconds with / without (ratio): " + ", ".join(
+        f"{s} {x:.2f}/{y:.2f} ({x / y:.2f}x)" for s, (x, y) in per_stage.items()),
+        f"{repeat} run(s) of each side per stage, interleaved, best of each"]
+    try:
+        spawn = layers.spawn_costs()
+        base = spawn["namespaces"]
+        notes.append("confining one worker, best of 20: " + ", ".join(
+            f"{k} {v * 1e3:.1f} ms ({v / base:.2f}x)" for k, v in spawn.items()))
+    except RuntimeError as exc:
+        notes.append(f"confining one worker: not measured ({exc})")
+    return [Result("layers", "each stage's grading: Landlock and seccomp beside the namespaces, vs without",
+                   "every layer", a, "namespaces, uid, limits", b, "s", ratio, "<= 1.05",
+                   check_target(ratio, "<= 1.05"), notes, {"per_stage": per_stage})]
 
 
 GRADESCOPE_DEFAULT_MB = 768  # Gradescope's default container memory
@@ -416,8 +458,8 @@ def bench_otter(ctx) -> list:
     return [compare.run(ctx, log)]
 
 
-BENCHES = {"boundary": bench_boundary, "memory": bench_memory, "check": bench_check, "batch": bench_batch,
-           "otter": bench_otter, "mha": bench_kernels, "sdpa": bench_kernels}
+BENCHES = {"boundary": bench_boundary, "layers": bench_layers, "memory": bench_memory, "check": bench_check,
+           "batch": bench_batch, "otter": bench_otter, "mha": bench_kernels, "sdpa": bench_kernels}
 
 
 # ---------------------------------------------------------------- output

@@ -15,7 +15,8 @@ its own does: the probe says every layer is there, then every worker fails to co
 
 The filter is loaded here, then COMMAND is executed with it: every process COMMAND starts (the grader,
 its fork servers, its workers) inherits it, as in a container. Dropping capabilities or the uid is
-COMMAND's part (``setpriv``). Loaded as root, so no ``no_new_privs`` is set (Docker sets none either).
+COMMAND's part (``setpriv``). Loaded as root, no ``no_new_privs`` is set (Docker sets none either); any
+other user needs it to load a filter.
 """
 import argparse
 import errno
@@ -33,6 +34,8 @@ RLIMIT_NPROC = 6
 
 def place_filter(place: str, landlock: bool, processes_limit: bool = True) -> sc.SyscallFilter:
     f = sc.SyscallFilter(sc.ALLOW)
+    # libseccomp sets no_new_privs when it loads a filter; root needs none (Docker sets none either)
+    f.set_attr(sc.Attr.CTL_NNP, 0 if os.geteuid() == 0 else 1)
     eperm = sc.ERRNO(errno.EPERM)
     if not processes_limit:  # prlimit64(pid, RLIMIT_NPROC, new != NULL, old), setrlimit(RLIMIT_NPROC, ...)
         f.add_rule(eperm, "prlimit64", sc.Arg(1, sc.EQ, RLIMIT_NPROC), sc.Arg(2, sc.NE, 0))
