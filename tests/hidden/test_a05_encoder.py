@@ -777,8 +777,8 @@ def test_no_forbidden_attention_api(student):
 def test_vectorised(student):
     """MultiHeadAttention is vectorised: at most 10x the reference's time on a batch of 8 x 8 heads x 32 tokens"""
     # Timing across two processes is noisy on a loaded machine, so each process interleaves its
-    # candidate with the same yardstick (probes.a05_encoder.yardstick: products of an attention
-    # layer's sizes that are not one, so a submission gains nothing from it): here reference vs yardstick,
+    # candidate with the same yardstick (probes.a05_encoder.yardstick: an attention layer's operations
+    # and sizes, softmax over the queries: not one, so a submission gains nothing from it): here reference vs yardstick,
     # in the worker student vs yardstick. The student's time over the reference's time is then
     # (student / yardstick in the worker) * (yardstick / reference here). Measured in one process
     # (1 thread): a loop over the heads 1.7x, over batch elements and heads 5.9x (both fair, if
@@ -797,7 +797,7 @@ def test_vectorised(student):
     best = {"ref": float("inf"), "yardstick": float("inf")}
     try:
         with torch.no_grad():
-            runs = {"ref": lambda: ref_model(x, x, x, mask), "yardstick": lambda: probes.yardstick(x, weights)}
+            runs = {"ref": lambda: ref_model(x, x, x, mask), "yardstick": lambda: probes.yardstick(x, weights, mask, h)}
             for run_once in runs.values():
                 run_once()
             for _ in range(10):

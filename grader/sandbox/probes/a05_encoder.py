@@ -11,6 +11,7 @@ Common arguments
     state_dict  {name: tensor} loaded with strict=False; the buffer `pe` is never sent
     calls       [{"args": [...], "kwargs": {...}}, ...] forward calls on the same instance
 """
+import math
 import time
 
 import torch
@@ -137,27 +138,33 @@ def yardstick_weights(d_model: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(4, d_model, d_model, generator=torch.Generator().manual_seed(seed)) / d_model ** 0.5
 
 
-def yardstick(x, weights):
-    """A timing yardstick of an attention layer's size that is not one: x (B, n, d) through three
-    projections, the (B, n, n) products and an output projection, without heads, scaling, mask or
-    softmax. It runs beside the student's module in the worker (both pay the worker's guards) and
-    beside the reference on the trusted side; calling it gains a submission nothing. (No stand-in of
-    this stage is ever in its own worker: a submission could hand it in as its own.)"""
-    q, k, v = (x @ w for w in weights[:3])
-    return ((q @ k.transpose(-2, -1)) @ v) @ weights[3]
+def yardstick(x, weights, mask, n_heads):
+    """A timing yardstick with the operations of an attention layer, in its sizes, that is not one: x
+    (B, n, d) projected and split into heads, scaled scores, masked, then a softmax over the *queries*
+    (dim=-2), the weighted sum, merged and projected. It runs beside the student's module in the
+    worker (both pay the worker's overheads) and beside the reference on the trusted side; handing it
+    in gains a submission nothing. (No stand-in of this stage is ever in its own worker: a submission
+    could hand it in as its own.)"""
+    B, n, d = x.shape
+    d_k = d // n_heads
+    q, k, v = ((x @ w).view(B, n, n_heads, d_k).transpose(1, 2) for w in weights[:3])
+    scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (B, h, n, n)
+    weights_over_queries = scores.masked_fill(~mask, -1e9).softmax(dim=-2)
+    return (weights_over_queries @ v).transpose(1, 2).reshape(B, n, d) @ weights[3]
 
 
 def time_forward(mod, kind, init, state_dict, args, kwargs=None, repeat=10, seed=0):
     """Best wall times (s) of eval-mode, no_grad forwards of the student's module and of
-    :func:`yardstick` on its first input, interleaved so that both see the same machine load.
+    :func:`yardstick` on its first input and last (the mask), interleaved so that both see the same machine load.
     The trusted side times the reference against the same yardstick."""
     model, report = build(mod, KINDS, kind, init, state_dict, seed)
     if report["load_error"] or report["missing"] or report["unexpected"]:
         return report
-    x = args[0]
+    x, mask = args[0], args[-1]
     weights = yardstick_weights(x.shape[-1])
     model.eval()
-    runs = {"seconds": lambda: model(*args, **(kwargs or {})), "baseline_seconds": lambda: yardstick(x, weights)}
+    runs = {"seconds": lambda: model(*args, **(kwargs or {})),
+            "baseline_seconds": lambda: yardstick(x, weights, mask, init["n_heads"])}
     best = {key: float("inf") for key in runs}
     with torch.no_grad():
         for run_once in runs.values():
