@@ -1,8 +1,10 @@
 """Stages 8 and 9 against the real data, an oracle and a baseline.
 
 * The data preparation is reproducible: make_splits.py regenerates the shipped
-  train/dev files and the hidden test split byte for byte; the splits are
-  disjoint, balanced and small.
+  train/dev files byte for byte, and the hidden test split too when given the
+  seed derived from the course secret (another secret draws other tweets); the
+  splits are disjoint, balanced and small. (That the shipped script cannot
+  rebuild the hidden split: test_release.py, test_github_template.py.)
 * Fine-tuning all-MiniLM-L6-v2 (the reference BertModel of stage 7 filled by
   load_pretrained_bert) with the reference train_classifier on 1200 training
   tweets for one epoch (~1 min of CPU on one thread) beats a bag-of-words
@@ -30,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from conftest import ROOT, load_module
 
+from grader.authoring import secret
 from grader.lab import pretrained
 
 A08_DATA = ROOT / "assignments" / "a08_sentiment" / "data"
@@ -50,7 +53,6 @@ REF_A05 = load_module("solutions/a05_encoder.py", "_sr_a05")
 REF_A07 = load_module("solutions/a07_bert_mlm.py", "_sr_a07", [("a05_encoder", REF_A05)])
 REF_A08 = load_module("solutions/a08_sentiment.py", "_sr_a08")
 REF_A09 = load_module("solutions/a09_retrieval.py", "_sr_a09")
-MAKE_SPLITS = load_module("assignments/a08_sentiment/data/make_splits.py", "_sr_make_splits")
 
 
 def _jsonl(path):
@@ -80,14 +82,15 @@ def _tokenize(texts, max_tokens):
 # ----------------------------------------------------------------------------- data
 
 def test_splits_are_reproducible_disjoint_and_balanced(tmp_path):
-    MAKE_SPLITS.main(["--out", str(tmp_path), "--hidden-out", str(tmp_path / "test.jsonl")])
+    secret.draw_hidden_data(out_dir=tmp_path)  # the public script, with the seed of the course secret
     for name, shipped in (("train.jsonl", A08_DATA / "train.jsonl"), ("dev.jsonl", A08_DATA / "dev.jsonl"),
-                          ("test.jsonl", HIDDEN_DATA / "a08_sentiment_test.jsonl")):
-        assert (tmp_path / name).read_bytes() == shipped.read_bytes(), f"{shipped} is not what make_splits.py makes"
-    parts = {n: _jsonl(tmp_path / f"{n}.jsonl") for n in ("train", "dev", "test")}
+                          ("a08_sentiment_test.jsonl", HIDDEN_DATA / "a08_sentiment_test.jsonl")):
+        assert (tmp_path / name).read_bytes() == shipped.read_bytes(), \
+            f"{shipped} is not what make_splits.py makes (after `make secret`, commit the split it drew)"
+    parts = {n: _jsonl(tmp_path / f"{n}.jsonl") for n in ("train", "dev", "a08_sentiment_test")}
     ids = {n: {r["id"] for r in rows} for n, rows in parts.items()}
     texts = {n: {r["text"].lower() for r in rows} for n, rows in parts.items()}
-    for a, b in (("train", "dev"), ("train", "test"), ("dev", "test")):
+    for a, b in (("train", "dev"), ("train", "a08_sentiment_test"), ("dev", "a08_sentiment_test")):
         assert not ids[a] & ids[b] and not texts[a] & texts[b], f"{a} and {b} overlap"
     for n, rows in parts.items():
         labels = [r["label"] for r in rows]
@@ -95,6 +98,18 @@ def test_splits_are_reproducible_disjoint_and_balanced(tmp_path):
         assert not any(re.search(r"https?://|@[A-Za-z0-9_]*[A-Za-z0-9]", r["text"].replace("@user", ""))
                        for r in rows), f"{n}: a URL or @mention survived the cleaning"
     assert sum(p.stat().st_size for p in A08_DATA.glob("*.jsonl")) < 1_000_000
+
+
+def test_a_new_secret_draws_another_hidden_split(tmp_path):
+    """`make secret` draws the hidden tweets again: another secret, other tweets (train and dev unchanged)."""
+    secret.draw_hidden_data(secret="another term's secret, at least 32 characters", out_dir=tmp_path)
+    other = _jsonl(tmp_path / "a08_sentiment_test.jsonl")
+    current = _jsonl(HIDDEN_DATA / "a08_sentiment_test.jsonl")
+    assert len(other) == len(current) and sum(r["label"] for r in other) * 2 == len(other)
+    shared = {r["id"] for r in other} & {r["id"] for r in current}
+    # two draws of 500 share ~500*500/602 ~ 415 of the 602 positive candidates and ~29 of the 8,633 negative ones
+    assert len(shared) < 0.6 * len(current), f"{len(shared)} of {len(current)} tweets drawn again"
+    assert (tmp_path / "train.jsonl").read_bytes() == (A08_DATA / "train.jsonl").read_bytes()
 
 
 # ----------------------------------------------------------------------------- sentiment vs baseline
