@@ -2,8 +2,9 @@
 
 * The data preparation is reproducible: make_splits.py regenerates the shipped
   train/dev files byte for byte, and the hidden test split too when given the
-  seed derived from the course secret (another secret draws other tweets); the
-  splits are disjoint, balanced and small. (That the shipped script cannot
+  seed derived from the course secret (another secret draws other tweets), with
+  the MiniLM vectors the hidden suite labels them from; the splits are
+  disjoint, balanced and small. (That the shipped script cannot
   rebuild the hidden split: test_release.py, test_github_template.py.)
 * Fine-tuning all-MiniLM-L6-v2 (the reference BertModel of stage 7 filled by
   load_pretrained_bert) with the reference train_classifier on 1200 training
@@ -106,6 +107,16 @@ def test_splits_are_reproducible_disjoint_and_balanced(tmp_path):
         assert not any(re.search(r"https?://|@[A-Za-z0-9_]*[A-Za-z0-9]", r["text"].replace("@user", ""))
                        for r in rows), f"{n}: a URL or @mention survived the cleaning"
     assert sum(p.stat().st_size for p in A08_DATA.glob("*.jsonl")) < 1_000_000
+
+
+def test_the_hidden_tweets_vectors_are_those_of_the_split():
+    """The vectors stage 8's hidden suite labels the hidden tweets from are the reference MiniLM's, mean-pooled,
+    of exactly the tweets of the split, in its order (recomputed: ~8 s of CPU)."""
+    texts = [r["text"] for r in _jsonl(HIDDEN_DATA / "a08_sentiment_test.jsonl")]
+    committed = np.load(secret.A08_POOLED, allow_pickle=False)
+    assert committed.shape == (len(texts), 384) and committed.dtype == np.float32
+    diff = float(np.abs(committed - secret.pool_tweets(texts)).max())
+    assert diff < 1e-5, f"{secret.A08_POOLED.name} is stale (off by {diff:.2e}): `make secret` writes it with the split"
 
 
 def test_a_new_secret_draws_another_hidden_split(tmp_path):
