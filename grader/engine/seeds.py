@@ -8,6 +8,7 @@ from a seed that depends on a course secret, the submission's id and the stage:
     seed       = H("submission", secret, submission id)   # recorded in the report; `grade --seed` takes it
     stage seed = H("stage", seed, stage id)
     case seed  = H("case", stage seed, case)              # testing.rng(case), testing.randn(..., case=...)
+    data seed  = H("data", secret, name)                  # a hidden data file drawn once per term (data_seed)
 
 H is sha256, its first 6 bytes read as an integer (48 bits: exact in JSON and in
 JavaScript, and out of reach of guessing without the secret). The same id always
@@ -61,3 +62,9 @@ def stage_seed(seed: int, stage_id: str) -> int:
 def case_seed(stage_seed_: int, case) -> int:
     """The seed of one case of a stage (``case``: the test's own number, or any str/int)."""
     return _h("case", int(stage_seed_), case)
+
+
+def data_seed(name: str, secret: str | None = None) -> int:
+    """The seed a hidden data file is drawn with (``name``: which file, e.g. ``"a08_sentiment test split"``):
+    the same for every submission of a term, unknown without the course secret, new with ``make secret``."""
+    return _h("data", course_secret() if secret is None else secret, name)

@@ -260,6 +260,28 @@ def check_weights_loaded(reply: dict, kind: str, contract: str, note: str = "") 
                              f"unexpected {reply['unexpected'][:6]} (names of the contract: {contract}{note})")
 
 
+def load_trained(model, state: dict, what: str):
+    """``model`` (a reference module built here) in eval mode with the weights a student's code trained in
+    the worker (``state``: its ``state_dict`` as a probe sent it), loaded by the contract's names. The test
+    then runs the trained weights itself, so no answer it scores comes from the student's code directly
+    (which could have looked it up). Every parameter must be there with its shape; a buffer of another
+    shape (a layout of the student's own) keeps the reference's."""
+    import torch
+    own = model.state_dict()
+    params = {name for name, _ in model.named_parameters()}
+    shapes = {k: tuple(np.shape(v)) for k, v in state.items() if not isinstance(v, dict)}
+    missing = sorted(params - set(shapes))
+    wrong = sorted(f"{k} {shapes[k]} (expected {tuple(own[k].shape)})"
+                   for k in params & set(shapes) if shapes[k] != tuple(own[k].shape))
+    if missing or wrong:
+        raise AssertionError(f"{what}: the trained model's state_dict does not hold the contract's parameters "
+                             f"(missing {missing[:6]}, other shapes {wrong[:3]}); the grader runs the trained "
+                             "weights by these names.")
+    model.load_state_dict({k: torch.as_tensor(as_array(state[k], k)) for k in own
+                           if k in shapes and shapes[k] == tuple(own[k].shape)}, strict=False)
+    return model.eval()
+
+
 def randomise_norms_and_biases(module, seed: int, bias_scale: float = 0.3, embedding_scale: float | None = None):
     """Give a freshly built torch module reproducible weights where torch's initialisation is
     trivial, so that a missing or swapped LayerNorm or bias shows: norm weights 1 + 0.3 N(0, 1)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from grader.authoring import starter
@@ -67,3 +71,29 @@ def assert_no_hidden_test_stand_in_or_fixture(root: Path) -> None:
         toml = (root / "assignments" / stage.id / "stage.toml").read_text()
         declared = set(re.findall(r"^(test_\w+)\s*=", toml, flags=re.M))
         assert not declared & only_hidden, "hidden test names in the student stage.toml"
+
+
+def assert_hidden_split_cannot_be_regenerated(root: Path, tmp: Path) -> None:
+    """Stage 8's make_splits.py as shipped under ``root``, run as a student would (the command that once
+    rebuilt the hidden file byte for byte, issue 25), rebuilds train and dev but refuses the hidden split;
+    with the seeds a student could guess (none, the script's public SEED, 0, 1) it draws other tweets."""
+    script = root / "assignments" / "a08_sentiment" / "data" / "make_splits.py"
+    hidden = paths.HIDDEN_DATA / "a08_sentiment_test.jsonl"
+    done = subprocess.run([sys.executable, str(script), "--out", str(tmp), "--hidden-out", str(tmp / "test.jsonl")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--hidden-seed" in done.stderr, (done.returncode, done.stderr[-500:])
+    assert not (tmp / "test.jsonl").exists()
+    done = subprocess.run([sys.executable, str(script), "--out", str(tmp)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("train.jsonl", "dev.jsonl"):
+        assert (tmp / name).read_bytes() == (stages.get("a08_sentiment").folder / "data" / name).read_bytes()
+    assert not list(tmp.glob("*test*"))
+    spec = importlib.util.spec_from_file_location("_shipped_make_splits", script)
+    shipped = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shipped)
+    _, _, candidates = shipped.split(shipped.load(shipped.default_csv()))
+    hidden_ids = [json.loads(line)["id"] for line in hidden.read_text(encoding="utf-8").splitlines()]
+    for guess in (shipped.SEED, 0, 1):
+        drawn = [r["id"] for r in shipped.hidden_split(candidates, guess)]
+        assert drawn != hidden_ids, f"the hidden split is drawn with the guessable seed {guess}"

@@ -152,6 +152,10 @@ def test_no_hidden_test_stand_in_or_fixture_in_the_template(template):
     leaks.assert_no_hidden_test_stand_in_or_fixture(template)
 
 
+def test_the_template_cannot_regenerate_the_hidden_tweets(template, tmp_path):
+    leaks.assert_hidden_split_cannot_be_regenerated(template, tmp_path)
+
+
 def test_classroom_refuses_a_folder_that_is_not_empty(template):
     done = subprocess.run([sys.executable, "-m", "grader", "classroom", str(template)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)

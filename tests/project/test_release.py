@@ -33,6 +33,10 @@ def test_no_hidden_test_stand_in_or_fixture_in_the_bundle(bundle):
     leaks.assert_no_hidden_test_stand_in_or_fixture(bundle)
 
 
+def test_the_bundle_cannot_regenerate_the_hidden_tweets(bundle, tmp_path):
+    leaks.assert_hidden_split_cannot_be_regenerated(bundle, tmp_path)
+
+
 @pytest.mark.skipif(shutil.which("python3") is None, reason="needs python3")
 def test_check_works_in_the_bundle_on_a_fresh_venv(bundle, tmp_path):
     env_dir = tmp_path / "venv"

@@ -19,6 +19,10 @@ def test_derivation_depends_on_secret_id_stage_and_case():
     stage = seeds.stage_seed(alice, "a02_softmax")
     assert stage != seeds.stage_seed(alice, "a03_attention")
     assert len({seeds.case_seed(stage, c) for c in range(100)}) == 100
+    # a hidden data file's seed: the secret's, not a submission's (every student of a term gets the same file)
+    data = seeds.data_seed(secret.A08_SPLIT, s1)
+    assert data == seeds.data_seed(secret.A08_SPLIT, s1) and 0 <= data < 2 ** seeds.BITS
+    assert len({data, seeds.data_seed(secret.A08_SPLIT, s2), seeds.data_seed("another file", s1), alice}) == 4
 
 
 def test_secret_is_kept_with_the_hidden_suites_and_rotates(tmp_path):

