@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from . import forkservers, paths, seeds, stages, testing
+from . import earlier, forkservers, paths, seeds, stages, testing
 from . import isolation as iso
 from .errors import StudentProblem
 from .worker_client import StageWorker, StudentModule
@@ -39,6 +39,9 @@ def pytest_addoption(parser):
                          "--submission-id, grader/engine/seeds.py)")
     group.addoption("--reverse-order", action="store_true",
                     help="run each suite's tests in reverse (proves no test depends on the order)")
+    group.addoption("--verdict-only", action="append", default=[],
+                    help="a stage whose suite runs only to decide whether later stages import it as written "
+                         "(grader/engine/earlier.py); run.grade leaves it out of the report")
 
 
 def pytest_configure(config):
@@ -47,8 +50,17 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--reverse-order"):
-        items.reverse()
+    """Stages run in course order, so that a later stage knows its earlier stages' verdicts
+    (grader/engine/earlier.py); ``--reverse-order`` reverses the tests within each stage."""
+    order = {s.id: i for i, s in enumerate(stages.all_stages())}
+    by_stage: dict = {}
+    for item in items:
+        by_stage.setdefault(stage_of(item.module), []).append(item)
+    reverse = config.getoption("--reverse-order")
+    items[:] = [item for stage_id in sorted(by_stage, key=order.__getitem__)
+                for item in (reversed(by_stage[stage_id]) if reverse else by_stage[stage_id])]
+    config._grader_collected = {stage_id: len(its) for stage_id, its in by_stage.items()}
+    config._grader_statuses = {}  # stage -> the statuses of its tests so far (pytest_runtest_makereport)
     # the last stage (in running order) of each library: its fork server stops when that stage ends
     config._grader_last_of_library = {}
     for item in items:
@@ -92,6 +104,7 @@ def pytest_sessionstart(session):
     runs while the numpy stages are graded."""
     config = session.config
     _fatal.clear()
+    _workers.clear()
     ids = {Path(arg).stem.removeprefix("test_") for arg in config.args}
     forkservers.start({s.library for s in stages.all_stages() if s.id in ids}, config.getoption("--threads"))
 
@@ -125,8 +138,9 @@ def student(request):
     os.chmod(work, 0o711)
     isolation.extra_hidden.append(os.path.join(_work_dir(config), "private"))
     threads = config.getoption("--threads")
+    uses = [_earlier_module(config, stage.id, name, submission) for name in stage.standins]
     worker = StageWorker(stage, submission, isolation, forkservers.get(stage.library, threads), work,
-                         budget_s=stage.time_limit_s, threads=threads)
+                         budget_s=stage.time_limit_s, threads=threads, earlier=uses)
     _workers[stage.id] = (worker, isolation)
     try:
         yield StudentModule(worker)
@@ -134,6 +148,17 @@ def student(request):
         worker.close()  # the stage's worker ends with its stage
         if getattr(config, "_grader_last_of_library", {}).get(stage.library) == stage.id:
             forkservers.close(stage.library, threads)
+
+
+def _earlier_module(config, later: str, name: str, submission: str) -> earlier.EarlierModule:
+    """How ``later`` imports the earlier stage ``name``: decided from that stage's test results in this
+    session (it ran first: stages run in course order)."""
+    ran = getattr(config, "_grader_statuses", {})
+    worker = _workers.get(name)
+    return earlier.decide(later, name, present=os.path.exists(os.path.join(submission, f"{name}.py")),
+                          statuses=ran.get(name), expected=getattr(config, "_grader_collected", {}).get(name, 0),
+                          load=worker[0].load_reply if worker else None,
+                          verdict_only=name in config.getoption("--verdict-only"))
 
 
 def classify(excinfo) -> tuple[str, str]:
@@ -162,6 +187,8 @@ def pytest_runtest_makereport(item, call):
     if call.when == "call" or (call.when == "setup" and report.failed):
         status, feedback = classify(call.excinfo)
         item._grader_result = {"status": status, "feedback": feedback[:FEEDBACK_CHARS]}
+        if item.module is not None and hasattr(item.config, "_grader_statuses"):  # later stages' decisions
+            item.config._grader_statuses.setdefault(stage_of(item.module), []).append(status)
 
 
 def pytest_json_runtest_metadata(item, call):
@@ -184,6 +211,7 @@ def pytest_sessionfinish(session):
             "timed_out": worker.timed_out, "crashes": worker.crashes, "events": worker.events,
             "load": {k: load.get(k) for k in ("ok", "kind", "type", "message", "where")},
             "isolation": isolation.describe(),
+            "earlier": [e.to_json() for e in worker.earlier],
         }
     with open(os.path.join(work, "private", "stages.json"), "w") as f:
         json.dump(summary, f)

@@ -30,8 +30,9 @@ GIVE_UP_AFTER = {"crashes": 4, "timeouts": 3}  # then the stage's remaining test
 
 class StageWorker:
     def __init__(self, stage, submission_dir: str, isolation: iso.Isolation, server, work_dir: str,
-                 budget_s: float, threads: int = 1):
+                 budget_s: float, threads: int = 1, earlier=()):
         self.stage = stage  # grader.engine.stages.Stage
+        self.earlier = list(earlier)  # grader.engine.earlier.EarlierModule: each earlier stage, own or stood in
         self.submission_dir = submission_dir
         self.isolation = isolation
         self.work_dir = work_dir
@@ -76,7 +77,7 @@ class StageWorker:
 
         config = {
             "stage": self.stage.id, "student_dir": scratch, "starter_dir": str(paths.STARTER),
-            "standins": self.stage.standins, "forbidden": self.stage.forbidden,
+            "earlier": [e.to_worker() for e in self.earlier], "forbidden": self.stage.forbidden,
             "torch_threads": self.threads, "library": self.stage.library,
         }
         plan = self.isolation.plan(cwd=scratch, env=self.isolation.worker_env(scratch, self.threads),

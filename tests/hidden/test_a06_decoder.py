@@ -7,8 +7,9 @@ grader/sandbox/probes/a06_decoder.py, and the expected values come from the
 reference solution run here on the same weights and inputs. The `pe` buffers
 are never sent: the student's own positional table is used.
 
-While this stage is graded, the student's a05_encoder is replaced by a stand-in
-built from torch's own modules, so a stage-5 mistake is not charged twice.
+While this stage is graded, the student's a05_encoder is used as written when it
+scored full marks, else replaced by a stand-in built from torch's own modules, so a
+stage-5 mistake is not charged twice (grader/engine/earlier.py).
 
 Tolerances: float32 values of size ~1 computed by equivalent but differently
 ordered operations (the stand-in's fused attention vs the reference's explicit

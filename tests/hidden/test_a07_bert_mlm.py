@@ -4,8 +4,9 @@ Everything here runs in the trusted process. Weights are generated here (or
 read from the pretrained all-MiniLM-L6-v2 checkpoint), sent to the student's
 modules as a state_dict through grader/sandbox/probes/a07_bert_mlm.py, and the
 expected values come from the reference solution run here on the same weights
-and inputs. While this stage is graded, the student's `a05_encoder` is replaced
-by the stage-5 stand-in, so stage-5 mistakes are not charged twice.
+and inputs. While this stage is graded, the student's `a05_encoder` is theirs when
+it scored full marks, else the stage-5 stand-in, so stage-5 mistakes are not charged
+twice (grader/engine/earlier.py).
 
 Tolerances: float32 computations of size ~1 done in a different but
 equivalent order agree to ~1e-6; we allow 1e-5 on random small models. With
@@ -395,7 +396,7 @@ def test_mlm_forward(student):
     assert_shape(logits, (3, 10, 50), what=what + " logits")
     real = mask.bool()
     hidden = _forward(ref_model.bert, ids, attention_mask=mask)
-    with tanh_gelu():  # the stage-5 layers are a stand-in here, so a tanh GELU can only be in the head
+    with tanh_gelu():  # the stage-5 layers are a correct stage 5 or its stand-in: a tanh GELU is in the head
         tanh_logits = _forward(ref_model.mlm_head, hidden)[real]
     assert_matches(logits[real.numpy()], ref_logits[real], what=what + " logits at real tokens", atol=ATOL,
                    rtol=RTOL, **MATCH, mistakes={

@@ -2,13 +2,13 @@
 
 Everything here runs in the trusted process. The student's code runs in the
 worker through grader/sandbox/probes/a08_sentiment.py; while this stage is
-graded the student's stages 5 and 7 are replaced by stand-ins, so the encoder
-(a small random BertModel, or all-MiniLM-L6-v2 loaded by the course-provided
-load_pretrained_bert) is the same in both processes. Expected values come from
+graded the student's stages 5 and 7 are theirs when they scored full marks, else
+stand-ins (grader/engine/earlier.py), so the encoder (a small random BertModel, or
+all-MiniLM-L6-v2 loaded by load_pretrained_bert) is a correct one in both processes. Expected values come from
 the reference solution (solutions/a07_bert_mlm.py + a08_sentiment.py) run here
 with the same weights and inputs.
 
-Tolerances: the stand-in and the reference encoder agree to ~1e-6 on small
+Tolerances: a correct encoder (the stand-in's) and the reference encoder agree to ~1e-6 on small
 random models and ~3e-6 on MiniLM; we allow 1e-5 and 1e-4 (logits of a head
 with weights of std 0.05). Training checks compare outcomes, never the order
 of random draws: the loss check uses lr=0 (nothing moves, so every epoch's

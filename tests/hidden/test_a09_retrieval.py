@@ -2,8 +2,8 @@
 
 Everything here runs in the trusted process. The student's embed_sentences
 runs in the worker (grader/sandbox/probes/a09_retrieval.py) on the stage-7
-stand-in BertModel loaded with all-MiniLM-L6-v2 by the course-provided
-load_pretrained_bert, with a fresh tokenizers.Tokenizer read from the
+BertModel (the student's own when stage 7 scored full marks, else the stand-in)
+loaded with all-MiniLM-L6-v2 by load_pretrained_bert, with a fresh tokenizers.Tokenizer read from the
 checkpoint's tokenizer.json. Expected embeddings come from the reference
 (solutions/a07_bert_mlm.py + a09_retrieval.py) run here; the project tests
 check that the reference matches transformers.BertModel + mean pooling + L2

@@ -5,9 +5,9 @@ the student's code and returns only data: tensors, numbers, strings, lists and
 dicts of those. No expected value lives here; every comparison happens in the
 trusted process.
 
-While stage 8 is graded, ``a07_bert_mlm`` is the stage-7 stand-in (plus the
-course-provided ``load_pretrained_bert`` of the starter), so the encoder is
-the same whatever the student's stage 7 looks like.
+While stage 8 is graded, ``a07_bert_mlm`` is the student's own stage 7 when it
+scored full marks, else the stage-7 stand-in with the starter's
+``load_pretrained_bert`` (grader/engine/earlier.py): a correct encoder either way.
 
 Common arguments
     encoder     {"init": BertModel kwargs, "path": checkpoint folder}  (pretrained all-MiniLM-L6-v2)
@@ -20,7 +20,7 @@ import torch
 
 
 def _encoder(spec):
-    import a07_bert_mlm  # the stand-in module of stage 7
+    import a07_bert_mlm  # the student's correct stage 7, or its stand-in
 
     enc = a07_bert_mlm.BertModel(**spec["init"])
     if spec.get("path"):

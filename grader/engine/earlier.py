@@ -1,0 +1,115 @@
+"""Which earlier modules a later stage is graded with: the student's own, or the course's stand-ins.
+
+A stage that imports earlier stages (``standins = [...]`` in its stage.toml) imports each of them
+**as the student wrote it** when that earlier stage scored full marks in the same grading session.
+Otherwise (it lost points, it is not in the submission, it cannot be imported, or no verdict is
+known) the worker gives the later stage the course's stand-in instead: the student's module with
+its contract names replaced by ``grader/sandbox/standins/`` and its course-provided code (what the
+starter gives complete, such as ``load_pretrained_bert``) replaced by the starter's
+(``grader/sandbox/runtime.py``). A correct student never meets a stand-in; a wrong one is
+charged once, in the earlier stage.
+
+The verdict always comes from a grading of the earlier stage's own suite in the same session: an
+earlier stage that is part of the grading is graded first (the plugin runs stages in course
+order), and one that is not (``grade --stages a08_sentiment``) is added to the session as a
+*verdict-only* suite (:func:`verdict_only`), whose tests run to decide but are not scored in the
+report. Each stage's report entry lists the decisions (``earlier``, report schema v1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from . import stages
+
+
+class Verdict(str, Enum):
+    FULL_MARKS = "full_marks"
+    LOST_POINTS = "lost_points"
+    MISSING = "missing"
+    NOT_IMPORTABLE = "not_importable"
+    UNKNOWN = "unknown"
+
+
+class Source(str, Enum):
+    """Where the verdict came from."""
+    THIS_REPORT = "this_report"     # the earlier stage is graded in the same report
+    VERDICT_ONLY = "verdict_only"   # its suite ran in this grading only to decide (not scored here)
+    NONE = "none"                   # nothing was graded (module missing, or not in the session)
+
+
+@dataclass(frozen=True)
+class EarlierModule:
+    """One earlier stage as a later stage uses it, and why."""
+    later: str
+    stage: str
+    verdict: Verdict
+    source: Source
+    detail: str = ""  # what the verdict rests on, e.g. "24 of 24 tests passed"
+
+    @property
+    def own(self) -> bool:
+        return self.verdict is Verdict.FULL_MARKS
+
+    def why(self) -> str:
+        detail = f" ({self.detail})" if self.detail else ""
+        where = {Source.THIS_REPORT: " in this grading",
+                 Source.VERDICT_ONLY: (" when its tests ran in this grading only to decide this (they are "
+                                       "not scored in this report)"),
+                 Source.NONE: ""}[self.source]
+        if self.own:
+            return (f"{self.stage}.py scored full marks{detail}{where}, so {self.later} imports it as you wrote it")
+        cause = {
+            Verdict.LOST_POINTS: f"{self.stage}.py lost points{detail}{where}",
+            Verdict.MISSING: f"{self.stage}.py is not in the submission",
+            Verdict.NOT_IMPORTABLE: f"{self.stage}.py could not be imported{detail}",
+            Verdict.UNKNOWN: f"{self.stage} was not graded in this session, so its verdict is unknown",
+        }[self.verdict]
+        return (f"{cause}, so {self.later} is graded with the course's stand-in for it (its contract names and "
+                f"course-provided code; your own helpers stay yours): a mistake there costs points only in "
+                f"{self.stage}")
+
+    def to_json(self) -> dict:
+        """The report's ``stages[].earlier[]`` entry (schema v1)."""
+        return {"stage": self.stage, "used": "own" if self.own else "stand-in", "verdict": self.verdict.value,
+                "verdict_from": self.source.value, "why": self.why()}
+
+    def to_worker(self) -> dict:
+        """What the worker needs (grader/sandbox/runtime.py): which module, the student's own or not."""
+        return {"stage": self.stage, "own": self.own}
+
+
+def decide(later: str, stage: str, *, present: bool, statuses: list | None, expected: int,
+           load: dict | None, verdict_only: bool) -> EarlierModule:
+    """The decision for ``stage`` as ``later`` imports it.
+
+    ``present``: the module is in the submission; ``statuses``: the report statuses of its tests that
+    ran in this session (None: its suite was not run); ``expected``: how many of its tests were
+    collected; ``load``: its worker's reply to importing it; ``verdict_only``: its suite ran only to
+    decide this."""
+    source = Source.VERDICT_ONLY if verdict_only else Source.THIS_REPORT
+    if not present:
+        return EarlierModule(later, stage, Verdict.MISSING, Source.NONE)
+    if statuses is None or expected == 0 or len(statuses) < expected:
+        return EarlierModule(later, stage, Verdict.UNKNOWN, Source.NONE)
+    if load and load.get("ok") is False and load.get("kind") == "load_error":
+        text = f"{load.get('type')}: {load.get('message')}"
+        return EarlierModule(later, stage, Verdict.NOT_IMPORTABLE, source, " ".join(text.split())[:300])
+    passed = sum(s == "passed" for s in statuses)
+    verdict = Verdict.FULL_MARKS if passed == len(statuses) else Verdict.LOST_POINTS
+    return EarlierModule(later, stage, verdict, source, f"{passed} of {len(statuses)} tests passed")
+
+
+def verdict_only(chosen: list, present: set) -> list:
+    """The earlier stages whose verdict the ``chosen`` stages need but that are not among them, in
+    course order: those handed in (a missing module needs no grading to be stood in). Their
+    suites run first in the same session, unscored."""
+    chosen_ids = {s.id for s in chosen}
+    needed = set()
+    todo = [s for s in chosen if s.id in present]
+    while todo:
+        for name in todo.pop().standins:
+            if name not in chosen_ids and name not in needed and name in present:
+                needed.add(name)
+                todo.append(stages.get(name))
+    return [s for s in stages.all_stages() if s.id in needed]
