@@ -59,13 +59,21 @@ def pytest_collection_modifyitems(config, items):
     reverse = config.getoption("--reverse-order")
     items[:] = [item for stage_id in sorted(by_stage, key=order.__getitem__)
                 for item in (reversed(by_stage[stage_id]) if reverse else by_stage[stage_id])]
-    config._grader_collected = {stage_id: len(its) for stage_id, its in by_stage.items()}
     config._grader_statuses = {}  # stage -> the statuses of its tests so far (pytest_runtest_makereport)
     # the last stage (in running order) of each library: its fork server stops when that stage ends
     config._grader_last_of_library = {}
     for item in items:
         stage = stages.get(stage_of(item.module))
         config._grader_last_of_library[stage.library] = stage.id
+
+
+def pytest_collection_finish(session):
+    """How many tests of each stage will run (after ``-m`` deselected some): a later stage decides how to
+    import an earlier one only once all of them have run."""
+    counts: dict = {}
+    for item in session.items:
+        counts[stage_of(item.module)] = counts.get(stage_of(item.module), 0) + 1
+    session.config._grader_collected = counts
 
 
 def stage_of(module) -> str:
