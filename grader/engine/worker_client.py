@@ -19,7 +19,7 @@ from pathlib import Path
 from grader.sandbox import protocol
 
 from . import isolation as iso
-from . import paths
+from . import paths, testing
 from .errors import ForbiddenCall, StudentError, StudentMissing, StudentTimeout, WorkerCrashed
 from .forkservers import ForkServerFailed
 from .static_check import scan
@@ -226,7 +226,9 @@ class StageWorker:
             self._spawn()
         return self.load_reply
 
-    def request(self, msg: dict, what: str, timeout: float | None = None):
+    def request(self, msg: dict, what: str, timeout: float | None = None, who: str | None = None):
+        """Send ``msg`` and return the value of the reply; the student's failures raise. ``who``: the
+        function (or check) whose inputs must come back unchanged (testing.assert_inputs_unchanged)."""
         load = self.loaded()
         if not load.get("ok"):
             if load.get("kind") == "missing":
@@ -242,6 +244,9 @@ class StageWorker:
         if forbidden:
             raise ForbiddenCall("; ".join(forbidden) + " — write this part yourself")
         if reply.get("ok"):
+            if who is not None and reply.get("changed"):
+                testing.assert_inputs_unchanged(who, {"args": msg.get("args", []), "kwargs": msg.get("kwargs", {})},
+                                                reply["changed"])
             return reply.get("value")
         kind = reply.get("kind")
         if kind == "missing":
@@ -330,12 +335,15 @@ class StudentModule:
 
         def call(*args, **kwargs):
             what = describe_call(name, args, kwargs)
-            return self._worker.request({"op": "call", "name": name, "args": list(args), "kwargs": kwargs}, what)
+            return self._worker.request({"op": "call", "name": name, "args": list(args), "kwargs": kwargs}, what,
+                                        who=name)
         call.__name__ = name
         return call
 
     def probe(self, name, **kwargs):
-        return self._worker.request({"op": "probe", "name": name, "kwargs": kwargs}, f"the {name} check")
+        kind = kwargs.get("kind")
+        who = f"your {kind if isinstance(kind, str) else 'code'}, in the {name} check,"
+        return self._worker.request({"op": "probe", "name": name, "kwargs": kwargs}, f"the {name} check", who=who)
 
     def time_call(self, name, *args, repeat: int = 3, **kwargs) -> float:
         """Best wall time (s) of ``name(*args, **kwargs)`` measured inside the worker."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import inspect
 import io
 import os
 import re
@@ -26,6 +27,8 @@ import sys
 import time
 import traceback
 import types
+
+import numpy as np
 
 from . import forbid, protocol
 from .forbid import ForbiddenCall
@@ -206,14 +209,28 @@ class Worker:
                 return {"ok": False, "kind": "missing", "message": f"{self.stage}.{req['name']} is not defined"}
             args, kwargs = req.get("args", []), req.get("kwargs", {})
             if op == "call":
-                return self._run(lambda: fn(*args, **kwargs))
+                return self._run_watching(lambda: fn(*args, **kwargs), args, kwargs, _parameter_names(fn, args))
             return self._run(lambda: _best_time(fn, args, kwargs, req.get("repeat", 3)))
         if op == "probe":
             probe = getattr(self.probes, req["name"], None) if self.probes else None
             if probe is None:
                 return {"ok": False, "kind": "grader", "message": f"no probe {req['name']!r} for {self.stage}"}
-            return self._run(lambda: probe(self.module, **req.get("kwargs", {})))
+            kwargs = req.get("kwargs", {})
+            return self._run_watching(lambda: probe(self.module, **kwargs), [], kwargs, [])
         return {"ok": False, "kind": "grader", "message": f"unknown op {op!r}"}
+
+    def _run_watching(self, thunk, args: list, kwargs: dict, names: list) -> dict:
+        """``_run``, and what the call changed of the arrays, tensors and lists it was given: the reply's
+        ``changed`` lists each ``{"where": ["args", i, ...] or ["kwargs", name, ...], "name", "after"}``
+        (the trusted side compares ``after`` with what it sent: ``testing.assert_inputs_unchanged``)."""
+        before = _snapshot([args, kwargs])
+        reply = self._run(thunk)
+        if reply["ok"]:
+            changed = _changes(before[0], args, ["args"]) + _changes(before[1], kwargs, ["kwargs"])
+            if changed:
+                reply["changed"] = [{"where": where, "name": _display(where, names), "after": after}
+                                    for where, after in changed]
+        return reply
 
     def _run(self, thunk) -> dict:
         try:
@@ -265,6 +282,73 @@ class Worker:
             found_here = False
         return {"module": name, "not_found": isinstance(exc, ModuleNotFoundError),
                 "student_module": student, "by": by, "found_here": found_here}
+
+
+def _snapshot(value):
+    """A copy of every array, tensor and list in ``value`` (nested in lists, tuples and dicts)."""
+    torch = sys.modules.get("torch")
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_snapshot(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _snapshot(v) for k, v in value.items()}
+    return value
+
+
+def _same(a, b) -> bool:
+    """Whether two arrays or tensors hold the same values (NaN equal to NaN), dtype and shape."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(a, torch.Tensor):
+        if not isinstance(b, torch.Tensor) or a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        b = b.detach()
+        return bool(torch.equal(a, b) or (a.is_floating_point() and ((a == b) | (a.isnan() & b.isnan())).all()))
+    return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+            and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
+
+
+def _changes(before, after, where: list) -> list:
+    """[(where, its value now)] of every array, tensor or list of ``before`` that ``after`` no longer matches
+    (a list whose length or plain items changed is reported whole; its arrays and tensors one by one)."""
+    torch = sys.modules.get("torch")
+    if isinstance(before, np.ndarray) or (torch is not None and isinstance(before, torch.Tensor)):
+        return [] if _same(before, after) else [(where, _snapshot(after))]
+    if isinstance(before, (list, tuple)):
+        plain = lambda v: not isinstance(v, (list, tuple, dict, np.ndarray)) and not (  # noqa: E731
+            torch is not None and isinstance(v, torch.Tensor))
+        if isinstance(before, list) and (not isinstance(after, list) or len(after) != len(before) or any(
+                plain(b) and (type(b) is not type(a) or b != a) for b, a in zip(before, after))):
+            return [(where, _snapshot(after) if isinstance(after, (list, tuple)) else None)]
+        return [c for i, (b, a) in enumerate(zip(before, after)) for c in _changes(b, a, [*where, i])]
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [c for k, b in before.items() if k in after for c in _changes(b, after[k], [*where, k])]
+    return []
+
+
+def _parameter_names(fn, args: list) -> list:
+    """The names of the parameters that ``args`` fill (by position), where the signature says."""
+    try:
+        bound = inspect.signature(fn).bind_partial(*args)
+    except (TypeError, ValueError):
+        return []
+    return list(bound.arguments)[:len(args)]
+
+
+def _display(where: list, names: list) -> str:
+    """``["args", 0, 2]`` -> ``x[2]`` (the parameter's name); a probe's forward calls (``["kwargs", "calls", 0,
+    "args", 1]``) -> ``argument 2 of forward call 1``, ``["kwargs", "calls", 0, "kwargs", "labels"]`` ->
+    ``labels (forward call 1)``; other probe arguments -> ``state_dict['w_q.weight']``."""
+    head, key, *rest = where
+    if head == "kwargs" and key == "calls" and len(rest) >= 3 and rest[1] in ("args", "kwargs"):
+        call, kind, name, *deeper = rest
+        base = f"argument {name + 1}" if kind == "args" else str(name)
+        return base + "".join(f"[{r!r}]" for r in deeper) + (f" of forward call {call + 1}" if kind == "args"
+                                                             else f" (forward call {call + 1})")
+    base = (names[key] if key < len(names) else f"argument {key + 1}") if head == "args" else str(key)
+    return base + "".join(f"[{r!r}]" for r in rest)
 
 
 def _course_provided(starter_text: str) -> list:

@@ -51,7 +51,8 @@ def embed(mod, encoder, tokenizer_path, sentences, batch_size=None):
     handle = model.register_forward_pre_hook(record, with_kwargs=True)
     try:
         kwargs = {} if batch_size is None else {"batch_size": batch_size}
-        out = mod.embed_sentences(model, _tokenizer(tokenizer_path), list(sentences), **kwargs)
+        out = mod.embed_sentences(model, _tokenizer(tokenizer_path), sentences, **kwargs)  # the list as sent:
+        # the worker checks it comes back unchanged
     finally:
         handle.remove()
     return {"embeddings": data(out), "shapes": shapes}
@@ -63,8 +64,8 @@ def retrieve(mod, encoder, tokenizer_path, documents, queries, k):
     returns {"scores": (Q, k), "indices": (Q, k)} or {"bad_return": ...}
     """
     model = _model(encoder)
-    docs = mod.embed_sentences(model, _tokenizer(tokenizer_path), list(documents))
-    qs = mod.embed_sentences(model, _tokenizer(tokenizer_path), list(queries))
+    docs = mod.embed_sentences(model, _tokenizer(tokenizer_path), documents)
+    qs = mod.embed_sentences(model, _tokenizer(tokenizer_path), queries)
     out = mod.top_k(qs, docs, k)
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         return {"bad_return": type(out).__name__}
