@@ -386,6 +386,19 @@ def check_sizes(axes, run, check, *, what: str, together: bool = False) -> None:
             raise AssertionError(f"{what} {c.label}: {text}{'' if text.endswith('.') else '.'} {c.cause}") from None
 
 
+def in_groups(batch, key, run_group) -> list:
+    """The results of ``run_group(group)`` for each run of consecutive sizes in ``batch`` that share
+    ``key(sizes)`` (a module's constructor sizes), in order: calls in a row go to one module instance
+    wherever their sizes allow it."""
+    results, group = [], []
+    for sizes in batch:
+        if group and key(group[0]) != key(sizes):
+            results += run_group(group)
+            group = []
+        group.append(sizes)
+    return results + (run_group(group) if group else [])
+
+
 def check_function_sizes(call, reference_fn, axes, make, *, what: str, atol: float = 1e-8, rtol: float = 1e-6,
                          compare=None) -> None:
     """:func:`check_sizes` for a function the suite calls directly: ``make(sizes) -> args`` builds its
