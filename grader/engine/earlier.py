@@ -13,10 +13,16 @@ The verdict always comes from a grading of the earlier stage's own suite in the 
 earlier stage that is part of the grading is graded first (the plugin runs stages in course
 order), and one that is not (``grade --stages a08_sentiment``) is added to the session as a
 *verdict-only* suite (:func:`verdict_only`), whose tests run to decide but are not scored in the
-report. Each stage's report entry lists the decisions (``earlier``, report schema v1).
+report. A process that grades many submissions (the catalogue, a test session) grades the same
+earlier file with the same suites and inputs once: :class:`Recorded` keeps those verdicts, keyed by
+everything the grading depends on, and a later grading takes the verdict instead of running the
+suite again (``verdict_from: "recorded"``). Each stage's report entry lists the decisions
+(``earlier``, report schema v1).
 """
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
 from enum import Enum
 
@@ -35,6 +41,7 @@ class Source(str, Enum):
     """Where the verdict came from."""
     THIS_REPORT = "this_report"     # the earlier stage is graded in the same report
     VERDICT_ONLY = "verdict_only"   # its suite ran in this grading only to decide (not scored here)
+    RECORDED = "recorded"           # its suite ran on the same files with the same inputs earlier in this process
     NONE = "none"                   # nothing was graded (module missing, or not in the session)
 
 
@@ -56,6 +63,8 @@ class EarlierModule:
         where = {Source.THIS_REPORT: " in this grading",
                  Source.VERDICT_ONLY: (" when its tests ran in this grading only to decide this (they are "
                                        "not scored in this report)"),
+                 Source.RECORDED: (" when its tests ran on the same files with the same inputs for an earlier "
+                                   "grading (they are not scored in this report)"),
                  Source.NONE: ""}[self.source]
         if self.own:
             return (f"{self.stage}.py scored full marks{detail}{where}, so {self.later} imports it as you wrote it")
@@ -80,16 +89,19 @@ class EarlierModule:
 
 
 def decide(later: str, stage: str, *, present: bool, statuses: list | None, expected: int,
-           load: dict | None, verdict_only: bool) -> EarlierModule:
+           load: dict | None, verdict_only: bool, recorded: tuple | None = None) -> EarlierModule:
     """The decision for ``stage`` as ``later`` imports it.
 
     ``present``: the module is in the submission; ``statuses``: the report statuses of its tests that
     ran in this session (None: its suite was not run); ``expected``: how many of its tests were
     collected; ``load``: its worker's reply to importing it; ``verdict_only``: its suite ran only to
-    decide this."""
+    decide this; ``recorded``: (verdict, detail) of an earlier grading of the same files with the same
+    suites and inputs, when its suite did not run here."""
     source = Source.VERDICT_ONLY if verdict_only else Source.THIS_REPORT
     if not present:
         return EarlierModule(later, stage, Verdict.MISSING, Source.NONE)
+    if statuses is None and recorded is not None:
+        return EarlierModule(later, stage, Verdict(recorded[0]), Source.RECORDED, recorded[1])
     if statuses is None or expected == 0 or len(statuses) < expected:
         return EarlierModule(later, stage, Verdict.UNKNOWN, Source.NONE)
     if load and load.get("ok") is False and load.get("kind") == "load_error":
@@ -113,3 +125,34 @@ def verdict_only(chosen: list, present: set) -> list:
                 needed.add(name)
                 todo.append(stages.get(name))
     return [s for s in stages.all_stages() if s.id in needed]
+
+
+class Recorded:
+    """Verdicts of verdict-only suites already run in this process, by what they depend on: the stage, the
+    submission's files of it and of the earlier stages it imports, its suites (``stages.suite_hash``), the
+    kind of suite, whether only the fast tests ran, and the seed of the inputs. The same key runs the same
+    tests on the same code with the same inputs, so its verdict is the one the suite would give again."""
+
+    def __init__(self):
+        self._verdicts: dict = {}
+
+    @staticmethod
+    def key(stage, folder: str, kind: str, fast_only: bool, seed) -> str:
+        digest = hashlib.sha256(f"{stage.id}\0{kind}\0{fast_only}\0{seed}\0{stages.suite_hash([stage])}\0".encode())
+        for name in [stage.id, *stage.standins]:
+            path = os.path.join(folder, f"{name}.py")
+            digest.update(name.encode() + b"\0")
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    digest.update(f.read())
+            digest.update(b"\0")
+        return digest.hexdigest()
+
+    def get(self, key: str):
+        """(verdict, detail) or None."""
+        return self._verdicts.get(key)
+
+    def put(self, key: str, verdict: dict | None) -> None:
+        """Keep a verdict the session reported (``{"verdict", "detail"}``); an unknown one is not kept."""
+        if verdict and verdict.get("verdict") not in (None, Verdict.UNKNOWN.value):
+            self._verdicts[key] = (verdict["verdict"], verdict.get("detail", ""))

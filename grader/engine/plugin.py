@@ -42,6 +42,9 @@ def pytest_addoption(parser):
     group.addoption("--verdict-only", action="append", default=[],
                     help="a stage whose suite runs only to decide whether later stages import it as written "
                          "(grader/engine/earlier.py); run.grade leaves it out of the report")
+    group.addoption("--recorded-verdicts", default="{}",
+                    help="JSON {stage: [verdict, detail]}: earlier stages whose verdict an earlier grading of the same "
+                         "files with the same suites and inputs gave (grader/engine/earlier.py, Recorded)")
 
 
 def pytest_configure(config):
@@ -166,7 +169,8 @@ def _earlier_module(config, later: str, name: str, submission: str) -> earlier.E
     return earlier.decide(later, name, present=os.path.exists(os.path.join(submission, f"{name}.py")),
                           statuses=ran.get(name), expected=getattr(config, "_grader_collected", {}).get(name, 0),
                           load=worker[0].load_reply if worker else None,
-                          verdict_only=name in config.getoption("--verdict-only"))
+                          verdict_only=name in config.getoption("--verdict-only"),
+                          recorded=json.loads(config.getoption("--recorded-verdicts")).get(name))
 
 
 def classify(excinfo) -> tuple[str, str]:
@@ -215,11 +219,15 @@ def pytest_sessionfinish(session):
     summary = {}
     for stage_id, (worker, isolation) in _workers.items():
         load = worker.load_reply or {}
+        own = earlier.decide("", stage_id, present=True, statuses=getattr(session.config, "_grader_statuses", {}).get(
+            stage_id), expected=getattr(session.config, "_grader_collected", {}).get(stage_id, 0), load=load,
+            verdict_only=False)  # what a later stage would decide: run.grade records it (earlier.Recorded)
         summary[stage_id] = {
             "timed_out": worker.timed_out, "crashes": worker.crashes, "events": worker.events,
             "load": {k: load.get(k) for k in ("ok", "kind", "type", "message", "where")},
             "isolation": isolation.describe(),
             "earlier": [e.to_json() for e in worker.earlier],
+            "verdict": {"verdict": own.verdict.value, "detail": own.detail},
         }
     with open(os.path.join(work, "private", "stages.json"), "w") as f:
         json.dump(summary, f)

@@ -13,6 +13,7 @@ from . import earlier, forkservers, paths, report, seeds, stages, submission
 from . import isolation as iso
 
 PYTEST_SLACK_S = 120
+RECORDED = earlier.Recorded()  # verdicts of verdict-only suites run by this process (the catalogue grades many)
 
 
 def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
@@ -53,16 +54,27 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         handed_in = {s.id for s in stages.all_stages() if os.path.exists(os.path.join(intake.folder, s.module_file))}
         present = {s.id for s in chosen} & handed_in
         runnable = [s for s in chosen if s.id in present and s.suite(kind).exists()]
-        # earlier stages the chosen ones import, graded first only to decide whether they are used as written
-        prior = [s for s in earlier.verdict_only(runnable, handed_in) if s.suite(kind).exists()]
+        # earlier stages the chosen ones import, graded first only to decide whether they are used as written,
+        # unless this process already graded the same files with the same suites and inputs
+        prior, recorded = [], {}
+        for s in earlier.verdict_only(runnable, handed_in):
+            if s.suite(kind).exists():
+                key = RECORDED.key(s, intake.folder, kind, fast_only, seed)
+                if RECORDED.get(key):
+                    recorded[s.id] = RECORDED.get(key)
+                else:
+                    prior.append((s, key))
         json_tests, events, errors = [], {}, list(intake.errors)
         if runnable:
             if pytest_here:  # torch's import starts now, beside the session's own start-up
-                forkservers.start({s.library for s in runnable + prior}, threads)
+                forkservers.start({s.library for s in runnable + [s for s, _ in prior]}, threads)
             json_tests, events, run_errors = _run_pytest(intake.folder, runnable, kind, iso_choice, work,
                                                          threads, hide, fast_only, reverse_order, pytest_here,
-                                                         intake.id, seed, verdict_only=prior)
+                                                         intake.id, seed, verdict_only=[s for s, _ in prior],
+                                                         recorded=recorded)
             errors += run_errors
+            for s, key in prior:
+                RECORDED.put(key, events.get(s.id, {}).get("verdict"))
         entries = []
         for s in chosen:
             if not s.suite(kind).exists():
@@ -92,9 +104,10 @@ def _missing_stage(stage, kind, intake_errors=()):
 
 
 def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_only=False, reverse_order=False,
-                pytest_here=False, submission_id="submission", seed=None, verdict_only=()):
+                pytest_here=False, submission_id="submission", seed=None, verdict_only=(), recorded=None):
     """Run the suites of ``runnable`` (and of the ``verdict_only`` stages, whose results only decide
-    how later stages import them) in one pytest session, in course order."""
+    how later stages import them; ``recorded``: the verdicts of earlier stages taken from earlier gradings)
+    in one pytest session, in course order."""
     order = {s.id: i for i, s in enumerate(stages.all_stages())}
     suites = sorted([*runnable, *verdict_only], key=lambda s: order[s.id])
     private = os.path.join(work, "private")
@@ -113,7 +126,8 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
             f"--threads={threads}", *[f"--hide={h}" for h in hide], *(["-m", "not slow"] if fast_only else []),
             *(["--reverse-order"] if reverse_order else []),
             f"--submission-id={submission_id}", *([f"--seed={seed}"] if seed is not None else []),
-            *[f"--verdict-only={s.id}" for s in verdict_only], *[str(s.suite(kind)) for s in suites]]
+            *[f"--verdict-only={s.id}" for s in verdict_only], f"--recorded-verdicts={json.dumps(recorded or {})}",
+            *[str(s.suite(kind)) for s in suites]]
     if pytest_here:
         proc = _pytest_here(args)
     else:

@@ -336,6 +336,9 @@ SIZE_ONE_CAUSE = ("Right for other sizes but wrong when an axis has size 1: the 
 IN_A_ROW_CAUSE = ("Right on one call but wrong on a later call with other sizes: something is kept between calls "
                   "(a table, mask or size cached in a module-level variable or on the object at the first call, "
                   "or a generator ignored); compute it from each call's own inputs.")
+FIRST_CALL_CAUSE = ("If this function passes the other tests, the usual cause is something kept between calls: a "
+                    "table, mask or size cached in a module-level variable or on the object by an earlier call, or "
+                    "a generator ignored; compute it from each call's own inputs.")
 
 
 def size_calls(axes) -> list:
@@ -346,7 +349,7 @@ def size_calls(axes) -> list:
         return ", ".join(f"{a.name}={sizes[a.name]}" for a in axes)
     small = {a.name: a.small for a in axes}
     large = {a.name: a.large for a in axes}
-    calls = [SizeCall(small, f"on a call with {show(small)}", IN_A_ROW_CAUSE),
+    calls = [SizeCall(small, f"on a call with {show(small)}", FIRST_CALL_CAUSE),
              SizeCall(large, f"on a call with {show(large)}, right after one with {show(small)}", IN_A_ROW_CAUSE),
              SizeCall(small, f"on a call with {show(small)}, right after one with {show(large)}", IN_A_ROW_CAUSE)]
     for a in axes:
@@ -363,27 +366,32 @@ def check_sizes(axes, run, check, *, what: str, together: bool = False) -> None:
     (with ``together``, once with all of them, e.g. forward calls in a row on one module instance in
     one probe; otherwise once per call, in order, on the same worker); ``check(result, sizes)`` raises
     an AssertionError when a result is wrong (the suite's usual comparison with the reference). A wrong
-    result or a crash is reported with the call's sizes, where it came in the row, and the usual cause."""
+    result (a failure) or a crash (still the student's error) is reported with the call's sizes, where it
+    came in the row, and the usual cause."""
     calls = size_calls(axes)
     if together:
         try:
             results = run([c.sizes for c in calls])
         except StudentError as exc:
-            if exc.kind != "error":
-                raise
-            raise AssertionError(f"{what} raised {exc.type_name}: {exc.message} on calls in a row with the sizes "
-                                 f"{[c.sizes for c in calls]}. {IN_A_ROW_CAUSE} {SIZE_ONE_CAUSE}") from None
+            raise _located(exc, f"{what}, on calls in a row with the sizes {[c.sizes for c in calls]}",
+                           f"{IN_A_ROW_CAUSE} {SIZE_ONE_CAUSE}") from None
     for i, c in enumerate(calls):
         try:
             result = results[i] if together else run([c.sizes])[0]
             check(result, c.sizes)
         except StudentError as exc:
-            if exc.kind != "error":
-                raise
-            raise AssertionError(f"{what} raised {exc.type_name}: {exc.message} {c.label}. {c.cause}") from None
+            raise _located(exc, f"{what} {c.label}", c.cause) from None
         except AssertionError as exc:
             text = str(exc).rstrip()
             raise AssertionError(f"{what} {c.label}: {text}{'' if text.endswith('.') else '.'} {c.cause}") from None
+
+
+def _located(exc: StudentError, where: str, cause: str) -> StudentError:
+    """The same error of the student's (same status), its message saying at which sizes it came and the usual cause."""
+    if exc.kind != "error":
+        return exc
+    return StudentError({"kind": exc.kind, "type": exc.type_name, "mro": exc.mro_names, "where": exc.where,
+                         "message": f"{exc.message} ({where}. {cause})"}, exc.what)
 
 
 def in_groups(batch, key, run_group) -> list:

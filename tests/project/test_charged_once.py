@@ -190,14 +190,19 @@ def test_the_same_stage_7_with_a_catalogued_mistake_loses_points_in_stage_7_only
 
 
 def test_a_lone_later_stage_grades_its_earlier_stages_first_for_the_verdict(tmp_path):
-    """``--stages a08_sentiment``: stages 5 and 7 run first, unscored, only to decide how stage 8 imports them."""
+    """``--stages a08_sentiment``: stages 5 and 7 run first, unscored, only to decide how stage 8 imports them;
+    graded again by the same process (the same files, suites and inputs), their recorded verdicts are used."""
+    from grader.engine import run
+
     variant = _variant("a07_bert_mlm/config_attribute_loader")
-    sub = mutants.build_alternative(variant.stage, variant.path, tmp_path / "sub")
-    rep = grade_cached(sub, stages=["a08_sentiment"], fast_only=True)
-    (stage,) = rep["stages"]
-    assert stage["score"] == stage["max_score"], mutants.failed_feedback(stage)[:600]
-    assert [(e["stage"], e["used"], e["verdict_from"]) for e in stage["earlier"]] == [
+    sub = mutants.build_alternative(variant.stage, variant.path, tmp_path / "lone-stage-8")
+    first, again = (run.grade(str(sub), stage_ids=["a08_sentiment"], fast_only=True)["stages"][0] for _ in range(2))
+    assert first["score"] == first["max_score"], mutants.failed_feedback(first)[:600]
+    assert [(e["stage"], e["used"], e["verdict_from"]) for e in first["earlier"]] == [
         ("a05_encoder", "own", "verdict_only"), ("a07_bert_mlm", "own", "verdict_only")]
+    assert [(e["stage"], e["used"], e["verdict_from"]) for e in again["earlier"]] == [
+        ("a05_encoder", "own", "recorded"), ("a07_bert_mlm", "own", "recorded")]
+    assert again["score"] == first["score"] and "same files with the same inputs" in again["earlier"][1]["why"]
 
 
 UPSTREAM_MISTAKES = [(v, m) for v in mutants.upstream() for m in v.mistakes]
