@@ -161,16 +161,22 @@ def student(request):
             forkservers.close(stage.library, threads)
 
 
+def _ran(config, stage_id: str) -> dict:
+    """What the decisions about ``stage_id`` rest on: the statuses of its tests that ran in this session,
+    how many were selected, and its worker's reply to importing it."""
+    worker = _workers.get(stage_id)
+    return {"statuses": getattr(config, "_grader_statuses", {}).get(stage_id),
+            "expected": getattr(config, "_grader_collected", {}).get(stage_id, 0),
+            "load": worker[0].load_reply if worker else None}
+
+
 def _earlier_module(config, later: str, name: str, submission: str) -> earlier.EarlierModule:
     """How ``later`` imports the earlier stage ``name``: decided from that stage's test results in this
-    session (it ran first: stages run in course order)."""
-    ran = getattr(config, "_grader_statuses", {})
-    worker = _workers.get(name)
+    session (it ran first: stages run in course order), or from a recorded verdict."""
     return earlier.decide(later, name, present=os.path.exists(os.path.join(submission, f"{name}.py")),
-                          statuses=ran.get(name), expected=getattr(config, "_grader_collected", {}).get(name, 0),
-                          load=worker[0].load_reply if worker else None,
                           verdict_only=name in config.getoption("--verdict-only"),
-                          recorded=json.loads(config.getoption("--recorded-verdicts")).get(name))
+                          recorded=json.loads(config.getoption("--recorded-verdicts")).get(name),
+                          **_ran(config, name))
 
 
 def classify(excinfo) -> tuple[str, str]:
@@ -219,9 +225,8 @@ def pytest_sessionfinish(session):
     summary = {}
     for stage_id, (worker, isolation) in _workers.items():
         load = worker.load_reply or {}
-        own = earlier.decide("", stage_id, present=True, statuses=getattr(session.config, "_grader_statuses", {}).get(
-            stage_id), expected=getattr(session.config, "_grader_collected", {}).get(stage_id, 0), load=load,
-            verdict_only=False)  # what a later stage would decide: run.grade records it (earlier.Recorded)
+        # what a later stage would decide about this one: run.grade records it (earlier.Recorded)
+        own = earlier.decide("", stage_id, present=True, verdict_only=False, **_ran(session.config, stage_id))
         summary[stage_id] = {
             "timed_out": worker.timed_out, "crashes": worker.crashes, "events": worker.events,
             "load": {k: load.get(k) for k in ("ok", "kind", "type", "message", "where")},
