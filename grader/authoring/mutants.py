@@ -13,6 +13,7 @@ graded by ``make catalogue``.
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -83,13 +84,76 @@ def alternatives(stage: str | None = None) -> list:
     return [(s.id, p) for s in chosen for p in s.alternatives]
 
 
-def build_alternative(stage: str, path: Path, dest: Path) -> Path:
-    """The reference folder with the stage module replaced by an alternative."""
+def build_alternative(stage: str, path: Path, dest: Path, mistake: Mutant | None = None) -> Path:
+    """The reference folder with the stage module replaced by an alternative (or an upstream
+    variant), with ``mistake``'s edits applied to it if given."""
     dest.mkdir(parents=True, exist_ok=True)
     for p in paths.SOLUTIONS.glob("a[0-9][0-9]_*.py"):
         shutil.copy(p, dest / p.name)
-    shutil.copy(path, dest / stages.get(stage).module_file)
+    source = path.read_text(encoding="utf-8")
+    (dest / stages.get(stage).module_file).write_text(apply(mistake, source) if mistake else source,
+                                                      encoding="utf-8")
     return dest
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """A correct earlier stage that uses the contract's freedoms (``tests/upstream/<stage>/<name>.py``):
+    it must score full marks in its stage and in every stage built on it. ``mistakes`` are catalogued
+    mistakes of its stage re-expressed on it (the catalogue's description and feedback words, the
+    variant's own edits): each must cost points in its stage only."""
+    stage: str
+    path: Path
+    mistakes: tuple = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.stage}/{self.path.stem}"
+
+    @property
+    def graded_with(self) -> list:
+        """Its stage and every stage built on it."""
+        return [self.stage, *stages.get(self.stage).dependents]
+
+
+def upstream(stage: str | None = None) -> list:
+    """Every upstream variant, with its mistakes (read from the ``.toml`` beside it)."""
+    chosen = [stages.get(stage)] if stage else stages.all_stages()
+    catalogued = {m.id: m for m in load(extended=True)}
+    found = []
+    for s in chosen:
+        for path in s.upstream_variants:
+            mistakes = []
+            sidecar = path.with_suffix(".toml")
+            if sidecar.exists():
+                with open(sidecar, "rb") as f:
+                    for m in tomllib.load(f).get("mistake", []):
+                        known = catalogued.get(m["mutant"])
+                        if known is None or known.stage != s.id:
+                            raise ValueError(f"{sidecar}: {m['mutant']!r} is not a catalogued mistake of {s.id}")
+                        edits = tuple((e["find"], e["replace"]) for e in m["edits"])
+                        mistakes.append(dataclasses.replace(known, edits=edits))
+            found.append(Upstream(s.id, path, tuple(mistakes)))
+    return found
+
+
+def grade_upstream(variant: Upstream, dest: Path, mistake: Mutant | None = None, **grade_kwargs) -> dict:
+    """The report of the variant (with ``mistake`` applied) graded with every stage built on it."""
+    sub = build_alternative(variant.stage, variant.path, dest, mistake)
+    return run.grade(str(sub), stage_ids=variant.graded_with, **grade_kwargs)
+
+
+def upstream_shortfalls(report: dict, mistake: Mutant | None = None) -> list:
+    """What is wrong with an upstream variant's report: without a mistake, any stage below full marks;
+    with one, its own stage not caught and named, or any later stage below full marks."""
+    problems = []
+    for s in report["stages"]:
+        if mistake is not None and s["id"] == mistake.stage:
+            if verdict(mistake, s) != "CAUGHT":
+                problems.append(f"{s['id']}: {verdict(mistake, s)} {mistake.id}: {failed_feedback(s)[:400]}")
+        elif s["score"] != s["max_score"]:
+            problems.append(f"{s['id']} {s['score']:g}/{s['max_score']:g}: {failed_feedback(s)[:400]}")
+    return problems
 
 
 def failed_feedback(stage_report: dict) -> str:
@@ -117,7 +181,7 @@ def sweep(n: int, stage: str | None = None, extended: bool = False) -> int:
     The tests marked slow (end-to-end training, whose inputs are fixed) run only for the mutants
     that need them; ``make test`` grades everything on the default seed."""
     chosen = [stage] if stage else None
-    totals = {"ref": 0, "alt": [0, 0], "caught": 0, "named": 0, "mutants": 0}
+    totals = {"ref": 0, "alt": [0, 0], "up": [0, 0], "caught": 0, "named": 0, "mutants": 0}
     bad_lines, shown = [], 0
     with tempfile.TemporaryDirectory() as tmp:
         for k, seed in enumerate(seed_values(n), 1):
@@ -133,6 +197,12 @@ def sweep(n: int, stage: str | None = None, extended: bool = False) -> int:
                 fair.append(s["score"] == s["max_score"])
                 if not fair[-1]:
                     bad_lines.append(f"seed {seed}: UNFAIR alternative {st}/{path.name}: {failed_feedback(s)[:600]}")
+            up = []
+            for v in upstream(stage):
+                problems = upstream_shortfalls(grade_upstream(v, Path(tmp) / f"s{k}" / "up" / v.key, fast_only=True,
+                                                              seed=seed))
+                up.append(not problems)
+                bad_lines += [f"seed {seed}: UNFAIR upstream {v.key}: {p}" for p in problems]
             verdicts = []
             for m in load(stage, extended):
                 sub = build_submission(m, Path(tmp) / f"s{k}" / m.stage / m.id)
@@ -142,19 +212,22 @@ def sweep(n: int, stage: str | None = None, extended: bool = False) -> int:
                     bad_lines.append(f"seed {seed}: {verdicts[-1]} {m.key}: {failed_feedback(s)[:600]}")
             caught, named = sum(v != "MISSED" for v in verdicts), verdicts.count("CAUGHT")
             print(f"seed {seed:>15}: reference full marks {'yes' if ref_full else 'NO'}, alternatives full marks "
-                  f"{sum(fair)}/{len(fair)}, mutants caught {caught}/{len(verdicts)}, named {named}/{len(verdicts)}",
-                  flush=True)
+                  f"{sum(fair)}/{len(fair)}, upstream variants full marks downstream {sum(up)}/{len(up)}, "
+                  f"mutants caught {caught}/{len(verdicts)}, named {named}/{len(verdicts)}", flush=True)
             for line in bad_lines[shown:]:
                 print(f"    {line}", flush=True)
             shown = len(bad_lines)
             totals["ref"] += ref_full
             totals["alt"][0] += sum(fair)
             totals["alt"][1] += len(fair)
+            totals["up"][0] += sum(up)
+            totals["up"][1] += len(up)
             totals["caught"] += caught
             totals["named"] += named
             totals["mutants"] += len(verdicts)
     print(f"over {n} seeds: reference full marks {totals['ref']}/{n}, alternatives full marks "
-          f"{totals['alt'][0]}/{totals['alt'][1]}, mutants caught {totals['caught']}/{totals['mutants']}, "
+          f"{totals['alt'][0]}/{totals['alt'][1]}, upstream variants full marks downstream "
+          f"{totals['up'][0]}/{totals['up'][1]}, mutants caught {totals['caught']}/{totals['mutants']}, "
           f"named {totals['named']}/{totals['mutants']}")
     return 0 if not bad_lines else 1
 
@@ -197,12 +270,21 @@ def main(argv=None) -> int:
                   f"{s['score']:.2f}/{s['max_score']:.0f}", flush=True)
             if not fair[-1]:
                 print(f"          {failed_feedback(s)[:600]}")
+        up = []
+        for v in ([] if only else upstream(stage)):
+            problems = upstream_shortfalls(grade_upstream(v, Path(tmp) / "up" / v.key))
+            up.append(not problems)
+            print(f"{'FULL' if up[-1] else 'UNFAIR':9} upstream {v.key} through {', '.join(v.graded_with)}", flush=True)
+            for problem in problems:
+                print(f"          {problem}")
     caught = sum(v != "MISSED" for v in verdicts)
     named = verdicts.count("CAUGHT")
+    if up:
+        print(f"upstream variants full marks in every stage built on them: {sum(up)}/{len(up)}")
     print(f"mutants caught: {caught}/{len(verdicts)}")
     print(f"alternatives full marks: {sum(fair)}/{len(fair)}")
     print(f"named in feedback: {named}/{len(verdicts)}")
-    return 0 if named == len(verdicts) and all(fair) else 1
+    return 0 if named == len(verdicts) and all(fair) and all(up) else 1
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ HIDDEN_TESTS = TESTS / "hidden"
 HIDDEN_DATA = HIDDEN_TESTS / "data"
 MUTANTS = TESTS / "mutants"
 ALTERNATIVES = TESTS / "alternatives"
+UPSTREAM = TESTS / "upstream"
 SANDBOX = PACKAGE / "sandbox"
 SCHEMA = Path(__file__).resolve().parent / "schema" / "report-v1.schema.json"
 

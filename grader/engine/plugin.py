@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from . import forkservers, paths, seeds, stages, testing
+from . import earlier, forkservers, paths, seeds, stages, testing
 from . import isolation as iso
 from .errors import StudentProblem
 from .worker_client import StageWorker, StudentModule
@@ -39,6 +39,12 @@ def pytest_addoption(parser):
                          "--submission-id, grader/engine/seeds.py)")
     group.addoption("--reverse-order", action="store_true",
                     help="run each suite's tests in reverse (proves no test depends on the order)")
+    group.addoption("--verdict-only", action="append", default=[],
+                    help="a stage whose suite runs only to decide whether later stages import it as written "
+                         "(grader/engine/earlier.py); run.grade leaves it out of the report")
+    group.addoption("--recorded-verdicts", default="{}",
+                    help="JSON {stage: [verdict, detail]}: earlier stages whose verdict an earlier grading of the same "
+                         "files with the same suites and inputs gave (grader/engine/earlier.py, Recorded)")
 
 
 def pytest_configure(config):
@@ -47,13 +53,30 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--reverse-order"):
-        items.reverse()
+    """Stages run in course order, so that a later stage knows its earlier stages' verdicts
+    (grader/engine/earlier.py); ``--reverse-order`` reverses the tests within each stage."""
+    order = {s.id: i for i, s in enumerate(stages.all_stages())}
+    by_stage: dict = {}
+    for item in items:
+        by_stage.setdefault(stage_of(item.module), []).append(item)
+    reverse = config.getoption("--reverse-order")
+    items[:] = [item for stage_id in sorted(by_stage, key=order.__getitem__)
+                for item in (reversed(by_stage[stage_id]) if reverse else by_stage[stage_id])]
+    config._grader_statuses = {}  # stage -> the statuses of its tests so far (pytest_runtest_makereport)
     # the last stage (in running order) of each library: its fork server stops when that stage ends
     config._grader_last_of_library = {}
     for item in items:
         stage = stages.get(stage_of(item.module))
         config._grader_last_of_library[stage.library] = stage.id
+
+
+def pytest_collection_finish(session):
+    """How many tests of each stage will run (after ``-m`` deselected some): a later stage decides how to
+    import an earlier one only once all of them have run."""
+    counts: dict = {}
+    for item in session.items:
+        counts[stage_of(item.module)] = counts.get(stage_of(item.module), 0) + 1
+    session.config._grader_collected = counts
 
 
 def stage_of(module) -> str:
@@ -93,6 +116,7 @@ def pytest_sessionstart(session):
     config = session.config
     iso.shield()
     _fatal.clear()
+    _workers.clear()
     ids = {Path(arg).stem.removeprefix("test_") for arg in config.args}
     forkservers.start({s.library for s in stages.all_stages() if s.id in ids}, config.getoption("--threads"))
 
@@ -126,8 +150,9 @@ def student(request):
     os.chmod(work, 0o711)
     isolation.extra_hidden.append(os.path.join(_work_dir(config), "private"))
     threads = config.getoption("--threads")
+    uses = [_earlier_module(config, stage.id, name, submission) for name in stage.standins]
     worker = StageWorker(stage, submission, isolation, forkservers.get(stage.library, threads), work,
-                         budget_s=stage.time_limit_s, threads=threads)
+                         budget_s=stage.time_limit_s, threads=threads, earlier=uses)
     _workers[stage.id] = (worker, isolation)
     try:
         yield StudentModule(worker)
@@ -135,6 +160,24 @@ def student(request):
         worker.close()  # the stage's worker ends with its stage
         if getattr(config, "_grader_last_of_library", {}).get(stage.library) == stage.id:
             forkservers.close(stage.library, threads)
+
+
+def _ran(config, stage_id: str) -> dict:
+    """What the decisions about ``stage_id`` rest on: the statuses of its tests that ran in this session,
+    how many were selected, and its worker's reply to importing it."""
+    worker = _workers.get(stage_id)
+    return {"statuses": getattr(config, "_grader_statuses", {}).get(stage_id),
+            "expected": getattr(config, "_grader_collected", {}).get(stage_id, 0),
+            "load": worker[0].load_reply if worker else None}
+
+
+def _earlier_module(config, later: str, name: str, submission: str) -> earlier.EarlierModule:
+    """How ``later`` imports the earlier stage ``name``: decided from that stage's test results in this
+    session (it ran first: stages run in course order), or from a recorded verdict."""
+    return earlier.decide(later, name, present=os.path.exists(os.path.join(submission, f"{name}.py")),
+                          verdict_only=name in config.getoption("--verdict-only"),
+                          recorded=json.loads(config.getoption("--recorded-verdicts")).get(name),
+                          **_ran(config, name))
 
 
 def classify(excinfo) -> tuple[str, str]:
@@ -163,6 +206,8 @@ def pytest_runtest_makereport(item, call):
     if call.when == "call" or (call.when == "setup" and report.failed):
         status, feedback = classify(call.excinfo)
         item._grader_result = {"status": status, "feedback": feedback[:FEEDBACK_CHARS]}
+        if item.module is not None and hasattr(item.config, "_grader_statuses"):  # later stages' decisions
+            item.config._grader_statuses.setdefault(stage_of(item.module), []).append(status)
 
 
 def pytest_json_runtest_metadata(item, call):
@@ -181,10 +226,14 @@ def pytest_sessionfinish(session):
     summary = {}
     for stage_id, (worker, isolation) in _workers.items():
         load = worker.load_reply or {}
+        # what a later stage would decide about this one: run.grade records it (earlier.Recorded)
+        own = earlier.decide("", stage_id, present=True, verdict_only=False, **_ran(session.config, stage_id))
         summary[stage_id] = {
             "timed_out": worker.timed_out, "crashes": worker.crashes, "events": worker.events,
             "load": {k: load.get(k) for k in ("ok", "kind", "type", "message", "where")},
             "isolation": isolation.describe(),
+            "earlier": [e.to_json() for e in worker.earlier],
+            "verdict": {"verdict": own.verdict.value, "detail": own.detail},
         }
     with open(os.path.join(work, "private", "stages.json"), "w") as f:
         json.dump(summary, f)

@@ -88,6 +88,8 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
         entry["bonus"] = True
     if message:
         entry["message"] = message
+    if ev.get("earlier"):  # which earlier modules it imported, the student's own or stand-ins, and why
+        entry["earlier"] = ev["earlier"]
     return entry
 
 

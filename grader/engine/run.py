@@ -9,10 +9,11 @@ import sys
 import tempfile
 import time
 
-from . import forkservers, paths, report, seeds, stages, submission
+from . import earlier, forkservers, paths, report, seeds, stages, submission
 from . import isolation as iso
 
 PYTEST_SLACK_S = 120
+RECORDED = earlier.Recorded()  # verdicts of verdict-only suites run by this process (the catalogue grades many)
 
 
 def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
@@ -50,16 +51,30 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         intake = submission.intake(path, os.path.join(private, "intake"), submission_id)
         if seed is None and kind == "hidden":
             seed = seeds.submission_seed(intake.id)
-        present = {s.id for s in chosen if os.path.exists(os.path.join(intake.folder, s.module_file))}
+        handed_in = {s.id for s in stages.all_stages() if os.path.exists(os.path.join(intake.folder, s.module_file))}
+        present = {s.id for s in chosen} & handed_in
         runnable = [s for s in chosen if s.id in present and s.suite(kind).exists()]
+        # earlier stages the chosen ones import, graded first only to decide whether they are used as written,
+        # unless this process already graded the same files with the same suites and inputs
+        prior, recorded = [], {}
+        for s in earlier.verdict_only(runnable, handed_in):
+            if s.suite(kind).exists():
+                key = RECORDED.key(s, intake.folder, kind, fast_only, seed)
+                if RECORDED.get(key):
+                    recorded[s.id] = RECORDED.get(key)
+                else:
+                    prior.append((s, key))
         json_tests, events, errors = [], {}, list(intake.errors)
         if runnable:
             if pytest_here:  # torch's import starts now, beside the session's own start-up
-                forkservers.start({s.library for s in runnable}, threads)
+                forkservers.start({s.library for s in runnable + [s for s, _ in prior]}, threads)
             json_tests, events, run_errors = _run_pytest(intake.folder, runnable, kind, iso_choice, work,
                                                          threads, hide, fast_only, reverse_order, pytest_here,
-                                                         intake.id, seed)
+                                                         intake.id, seed, verdict_only=[s for s, _ in prior],
+                                                         recorded=recorded)
             errors += run_errors
+            for s, key in prior:
+                RECORDED.put(key, events.get(s.id, {}).get("verdict"))
         entries = []
         for s in chosen:
             if not s.suite(kind).exists():
@@ -89,7 +104,12 @@ def _missing_stage(stage, kind, intake_errors=()):
 
 
 def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_only=False, reverse_order=False,
-                pytest_here=False, submission_id="submission", seed=None):
+                pytest_here=False, submission_id="submission", seed=None, verdict_only=(), recorded=None):
+    """Run the suites of ``runnable`` (and of the ``verdict_only`` stages, whose results only decide
+    how later stages import them; ``recorded``: the verdicts of earlier stages taken from earlier gradings)
+    in one pytest session, in course order."""
+    order = {s.id: i for i, s in enumerate(stages.all_stages())}
+    suites = sorted([*runnable, *verdict_only], key=lambda s: order[s.id])
     private = os.path.join(work, "private")
     json_path = os.path.join(private, "pytest.json")
     # Only the plugins grading needs: the ones installed packages register by entry point
@@ -106,11 +126,12 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
             f"--threads={threads}", *[f"--hide={h}" for h in hide], *(["-m", "not slow"] if fast_only else []),
             *(["--reverse-order"] if reverse_order else []),
             f"--submission-id={submission_id}", *([f"--seed={seed}"] if seed is not None else []),
-            *[str(s.suite(kind)) for s in runnable]]
+            *[f"--verdict-only={s.id}" for s in verdict_only], f"--recorded-verdicts={json.dumps(recorded or {})}",
+            *[str(s.suite(kind)) for s in suites]]
     if pytest_here:
         proc = _pytest_here(args)
     else:
-        budget = sum(s.time_limit_s for s in runnable) + PYTEST_SLACK_S
+        budget = sum(s.time_limit_s for s in suites) + PYTEST_SLACK_S
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         env["PYTHONPATH"] = str(paths.ROOT)

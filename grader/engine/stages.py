@@ -110,6 +110,19 @@ class Stage:
         """Independent correct implementations, each a ``.py`` file that must score full marks."""
         return sorted((paths.ALTERNATIVES / self.id).glob("*.py"))
 
+    @property
+    def upstream_variants(self) -> list:
+        """Correct implementations that use the freedoms the contract leaves (extra attributes and buffers,
+        own helpers and submodules, course-provided code rewritten), each a ``.py`` file that must score
+        full marks here and in every stage built on this one; a ``.toml`` beside one re-expresses
+        catalogued mistakes on it (``[[mistake]] mutant = "<id>"``, ``edits``)."""
+        return sorted((paths.UPSTREAM / self.id).glob("*.py"))
+
+    @property
+    def dependents(self) -> list:
+        """The stages that import this one (``standins`` names it), in course order."""
+        return [s.id for s in all_stages() if self.id in s.standins]
+
     def grading_files(self) -> list:
         """Everything that decides this stage's grade apart from the submission, where it exists:
         stage.toml, hidden suite, reference, probes, stand-ins, hidden data."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -220,6 +221,220 @@ def assert_matches(actual, expected, *, what: str = "the result", atol: float = 
         named = which_mistake(array, mistakes, hint, expected=expected, match_atol=match_atol,
                               match_rtol=match_rtol, match_fraction=match_fraction, finite=finite)
         raise AssertionError(f"{exc} {named}" if named else str(exc)) from None
+
+
+# ---------------------------------------------------------------- inputs left unchanged (course-api.md, every stage)
+
+INPUTS_RULE = "No function may modify the arrays, tensors or lists it is given: the caller still needs them."
+IN_PLACE_CAUSES = {
+    "array": "The usual cause is an in-place operation on the argument: x -= m, x /= s, x[...] = v, "
+             "np.exp(x, out=x) or x.shape = ...; write x = x - m instead, or work on x.copy().",
+    "tensor": "The usual cause is an in-place operation on the argument: a method whose name ends in _ "
+              "(masked_fill_, unsqueeze_, add_, fill_), +=, or assigning into a slice; use the out-of-place form "
+              "(masked_fill, unsqueeze, x = x + y) or work on x.clone().",
+    "list": "The usual cause is list.sort(), .append(), .extend(), .pop(), .reverse() or item assignment on the "
+            "argument; use sorted(x), x + [...], or work on list(x).",
+}
+
+
+def assert_inputs_unchanged(who: str, sent: dict, changed: list) -> None:
+    """After a call of the student's code: every array, tensor and list the suite gave it must hold what it
+    held, with the same values, dtype and shape. ``sent``: ``{"args": [...], "kwargs": {...}}`` as the suite
+    sent them; ``changed``: what the worker saw change, ``[{"where": ["args", 0, ...], "name", "after"}]``
+    (grader/sandbox/runtime.py). Raises an AssertionError that names the function, the input and the
+    first difference, e.g. ``softmax changed its input x in place: x[0, 2] was ...``."""
+    for change in changed:
+        found, before = _at(sent, change.get("where") or [])
+        if not found:
+            continue
+        name = str(change.get("name") or "an argument")
+        difference, kind = _difference(before, change.get("after"))
+        if difference:
+            raise AssertionError(f"{who} changed its input {name} in place: {difference}. {INPUTS_RULE} "
+                                 f"{IN_PLACE_CAUSES[kind]}")
+
+
+def _at(sent: dict, where: list):
+    """(found, the value at ``where``) in what the suite sent."""
+    value = sent
+    for key in where:
+        try:
+            value = value[key]
+        except (KeyError, IndexError, TypeError):
+            return False, None
+    return True, value
+
+
+def _is_tensor(value) -> bool:
+    return "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor)
+
+
+def _difference(before, after):
+    """(how ``after`` differs from ``before`` in words, or "" if it does not; the kind of input)."""
+    if isinstance(before, np.ndarray) or _is_tensor(before):
+        kind = "tensor" if _is_tensor(before) else "array"
+        if not (isinstance(after, np.ndarray) or _is_tensor(after)):
+            return f"it is no longer {'a tensor' if kind == 'tensor' else 'an array'}", kind
+        if str(after.dtype) != str(before.dtype):
+            return f"its dtype was {before.dtype} before the call and is {after.dtype} after", kind
+        b, a = np.asarray(_to_numpy(before)), np.asarray(_to_numpy(after))
+        if b.shape != a.shape:
+            return f"its shape was {b.shape} before the call and is {a.shape} after", kind
+        with np.errstate(invalid="ignore"):
+            differs = ~((b == a) | (np.isnan(b) & np.isnan(a)) if b.dtype.kind in "fc" else (b == a))
+        if not differs.any():
+            return "", kind
+        idx = tuple(int(i) for i in np.argwhere(differs)[0])
+        at = f"at index {list(idx)} " if idx else ""
+        return (f"{at}it held {_entry(b[idx])} before the call and holds {_entry(a[idx])} after "
+                f"({int(differs.sum())} of {differs.size} entries changed)"), kind
+    if isinstance(before, list):
+        if not isinstance(after, (list, tuple)):
+            return "it is no longer a list", "list"
+        if len(after) != len(before):
+            return f"it held {len(before)} items before the call and holds {len(after)} after", "list"
+        for i, (b, a) in enumerate(zip(before, after)):
+            difference, kind = _difference(b, a)
+            if difference:
+                return f"item {i}: {difference}", kind
+            if not (isinstance(b, (list, np.ndarray)) or _is_tensor(b)) and (type(b) is not type(a) or b != a):
+                return f"item {i} was {_short(b)} before the call and is {_short(a)} after", "list"
+    return "", "list"
+
+
+def _entry(x) -> str:
+    return str(x) if np.asarray(x).dtype.kind in "biu" else f"{x:.6g}"
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# ---------------------------------------------------------------- sizes of one, and calls in a row
+
+@dataclass(frozen=True)
+class Axis:
+    """One size a contract function's inputs have: its name in messages, a small and a large value, and
+    what a size of one means (``one="one query"``), or None where the contract does not allow 1."""
+    name: str
+    small: int
+    large: int
+    one: str | None = None
+
+
+@dataclass(frozen=True)
+class SizeCall:
+    sizes: dict   # axis name -> size
+    label: str    # which call it is, for the feedback
+    cause: str    # the usual cause when this call alone goes wrong
+
+
+SIZE_ONE_CAUSE = ("Right for other sizes but wrong when an axis has size 1: the usual cause is squeeze() (or "
+                  "indexing [0], or reshape with a size read from elsewhere) dropping or mixing up that axis; "
+                  "squeeze only the axis you mean, or none.")
+IN_A_ROW_CAUSE = ("Right on one call but wrong on a later call with other sizes: something is kept between calls "
+                  "(a table, mask or size cached in a module-level variable or on the object at the first call, "
+                  "or a generator ignored); compute it from each call's own inputs.")
+FIRST_CALL_CAUSE = ("If this function passes the other tests, the usual cause is something kept between calls: a "
+                    "table, mask or size cached in a module-level variable or on the object by an earlier call, or "
+                    "a generator ignored; compute it from each call's own inputs.")
+
+
+def size_calls(axes) -> list:
+    """The calls every contract function with sized inputs gets: three in a row with every axis small, then
+    large, then small again (a later call must not see the sizes of an earlier one), then, for each axis that
+    may be 1, one call with that axis at 1 and the others small."""
+    def show(sizes):
+        return ", ".join(f"{a.name}={sizes[a.name]}" for a in axes)
+    small = {a.name: a.small for a in axes}
+    large = {a.name: a.large for a in axes}
+    calls = [SizeCall(small, f"on a call with {show(small)}", FIRST_CALL_CAUSE),
+             SizeCall(large, f"on a call with {show(large)}, right after one with {show(small)}", IN_A_ROW_CAUSE),
+             SizeCall(small, f"on a call with {show(small)}, right after one with {show(large)}", IN_A_ROW_CAUSE)]
+    for a in axes:
+        if a.one is not None:
+            sizes = {**small, a.name: 1}
+            calls.append(SizeCall(sizes, f"with {a.name}=1 ({a.one}; {show(sizes)})", SIZE_ONE_CAUSE))
+    return calls
+
+
+def check_sizes(axes, run, check, *, what: str, together: bool = False) -> None:
+    """Call a contract function (or module) at every size of :func:`size_calls` and check each result.
+
+    ``axes``: its :class:`Axis` list; ``run(list of sizes dicts) -> list of results`` makes the calls
+    (with ``together``, once with all of them, e.g. forward calls in a row on one module instance in
+    one probe; otherwise once per call, in order, on the same worker); ``check(result, sizes)`` raises
+    an AssertionError when a result is wrong (the suite's usual comparison with the reference). A wrong
+    result (a failure) or a crash (still the student's error) is reported with the call's sizes, where it
+    came in the row, and the usual cause."""
+    calls = size_calls(axes)
+    if together:
+        try:
+            results = run([c.sizes for c in calls])
+        except StudentError as exc:
+            raise _located(exc, f"{what}, on calls in a row with the sizes {[c.sizes for c in calls]}",
+                           f"{IN_A_ROW_CAUSE} {SIZE_ONE_CAUSE}") from None
+    for i, c in enumerate(calls):
+        try:
+            result = results[i] if together else run([c.sizes])[0]
+            check(result, c.sizes)
+        except StudentError as exc:
+            raise _located(exc, f"{what} {c.label}", c.cause) from None
+        except AssertionError as exc:
+            text = str(exc).rstrip()
+            raise AssertionError(f"{what} {c.label}: {text}{'' if text.endswith('.') else '.'} {c.cause}") from None
+
+
+def _located(exc: StudentError, where: str, cause: str) -> StudentError:
+    """The same error of the student's (same status), its message saying at which sizes it came and the usual cause."""
+    if exc.kind != "error":
+        return exc
+    return StudentError({"kind": exc.kind, "type": exc.type_name, "mro": exc.mro_names, "where": exc.where,
+                         "message": f"{exc.message} ({where}. {cause})"}, exc.what)
+
+
+def in_groups(batch, key, run_group) -> list:
+    """The results of ``run_group(group)`` for each run of consecutive sizes in ``batch`` that share
+    ``key(sizes)`` (a module's constructor sizes), in order: calls in a row go to one module instance
+    wherever their sizes allow it."""
+    results, group = [], []
+    for sizes in batch:
+        if group and key(group[0]) != key(sizes):
+            results += run_group(group)
+            group = []
+        group.append(sizes)
+    return results + (run_group(group) if group else [])
+
+
+def check_function_sizes(call, reference_fn, axes, make, *, what: str, atol: float = 1e-8, rtol: float = 1e-6,
+                         compare=None) -> None:
+    """:func:`check_sizes` for a function the suite calls directly: ``make(sizes) -> args`` builds its
+    inputs, ``call(*args)`` is the student's function and ``reference_fn(*args)`` the expected value; each
+    result (each element of a tuple) is compared with :func:`assert_close`, or with ``compare(got, expected,
+    args)`` where the suite needs its own comparison."""
+    def run(batch):
+        out = []
+        for sizes in batch:
+            args = make(sizes)
+            out.append((args, call(*args)))
+        return out
+
+    def check(pair, _sizes):
+        args, got = pair
+        expected = reference_fn(*args)
+        if compare is not None:
+            compare(got, expected, args)
+        elif isinstance(expected, tuple):
+            if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+                raise AssertionError(f"it returned {type(got).__name__}, expected {len(expected)} values")
+            for i, (g, e) in enumerate(zip(got, expected)):
+                assert_close(g, e, what=f"the {('first', 'second', 'third', 'fourth')[i]} value it returns",
+                             atol=atol, rtol=rtol)
+        else:
+            assert_close(got, expected, what="the result", atol=atol, rtol=rtol)
+
+    check_sizes(axes, run, check, what=what)
 
 
 def reference_time(fn, *args, repeat: int = 5) -> float:

@@ -19,7 +19,7 @@ from pathlib import Path
 from grader.sandbox import protocol
 
 from . import isolation as iso
-from . import paths
+from . import paths, testing
 from .errors import ForbiddenCall, StudentError, StudentMissing, StudentTimeout, WorkerCrashed
 from .forkservers import ForkServerFailed
 from .static_check import scan
@@ -30,8 +30,9 @@ GIVE_UP_AFTER = {"crashes": 4, "timeouts": 3}  # then the stage's remaining test
 
 class StageWorker:
     def __init__(self, stage, submission_dir: str, isolation: iso.Isolation, server, work_dir: str,
-                 budget_s: float, threads: int = 1):
+                 budget_s: float, threads: int = 1, earlier=()):
         self.stage = stage  # grader.engine.stages.Stage
+        self.earlier = list(earlier)  # grader.engine.earlier.EarlierModule: each earlier stage, own or stood in
         self.submission_dir = submission_dir
         self.isolation = isolation
         self.work_dir = work_dir
@@ -76,7 +77,7 @@ class StageWorker:
 
         config = {
             "stage": self.stage.id, "student_dir": scratch, "starter_dir": str(paths.STARTER),
-            "standins": self.stage.standins, "forbidden": self.stage.forbidden,
+            "earlier": [e.to_worker() for e in self.earlier], "forbidden": self.stage.forbidden,
             "torch_threads": self.threads, "library": self.stage.library,
         }
         plan = self.isolation.plan(cwd=scratch, env=self.isolation.worker_env(scratch, self.threads),
@@ -225,7 +226,9 @@ class StageWorker:
             self._spawn()
         return self.load_reply
 
-    def request(self, msg: dict, what: str, timeout: float | None = None):
+    def request(self, msg: dict, what: str, timeout: float | None = None, who: str | None = None):
+        """Send ``msg`` and return the value of the reply; the student's failures raise. ``who``: the
+        function (or check) whose inputs must come back unchanged (testing.assert_inputs_unchanged)."""
         load = self.loaded()
         if not load.get("ok"):
             if load.get("kind") == "missing":
@@ -241,6 +244,9 @@ class StageWorker:
         if forbidden:
             raise ForbiddenCall("; ".join(forbidden) + " — write this part yourself")
         if reply.get("ok"):
+            if who is not None and reply.get("changed"):
+                testing.assert_inputs_unchanged(who, {"args": msg.get("args", []), "kwargs": msg.get("kwargs", {})},
+                                                reply["changed"])
             return reply.get("value")
         kind = reply.get("kind")
         if kind == "missing":
@@ -329,12 +335,15 @@ class StudentModule:
 
         def call(*args, **kwargs):
             what = describe_call(name, args, kwargs)
-            return self._worker.request({"op": "call", "name": name, "args": list(args), "kwargs": kwargs}, what)
+            return self._worker.request({"op": "call", "name": name, "args": list(args), "kwargs": kwargs}, what,
+                                        who=name)
         call.__name__ = name
         return call
 
     def probe(self, name, **kwargs):
-        return self._worker.request({"op": "probe", "name": name, "kwargs": kwargs}, f"the {name} check")
+        kind = kwargs.get("kind")
+        who = f"your {kind if isinstance(kind, str) else 'code'}, in the {name} check,"
+        return self._worker.request({"op": "probe", "name": name, "kwargs": kwargs}, f"the {name} check", who=who)
 
     def time_call(self, name, *args, repeat: int = 3, **kwargs) -> float:
         """Best wall time (s) of ``name(*args, **kwargs)`` measured inside the worker."""

@@ -16,8 +16,10 @@ Replies: {"ok": True, "value": ..., "forbidden": [...]} or
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
+import inspect
 import io
 import os
 import re
@@ -25,6 +27,8 @@ import sys
 import time
 import traceback
 import types
+
+import numpy as np
 
 from . import forbid, protocol
 from .forbid import ForbiddenCall
@@ -59,28 +63,29 @@ class Worker:
         self.stage = config["stage"]
         self.student_dir = config["student_dir"]
         self.starter_dir = config.get("starter_dir")
-        self.standins = config.get("standins", [])
+        self.earlier = config.get("earlier", [])  # [{"stage", "own"}]: each earlier stage, in course order
         self.forbidden = config.get("forbidden", [])
         self.module = None
         self.guard = None
         self.probes = None
-        self._standins = {}   # earlier stage -> (its stand-in module, its starter's path and text)
-        self._fallbacks = {}  # earlier stage -> why the student's own module could not be used
+        self._course = {}     # earlier stage -> (its stand-in, None if the student's own is used; starter path, text)
+        self._fallbacks = {}  # stood-in earlier stage -> why the student's own module could not be used
 
     # -- loading ---------------------------------------------------------
-    def _standin(self, name: str) -> None:
-        """Read what the stand-in of the earlier stage ``name`` is made of while the course
-        folder still exists (before confinement): the torch-built stand-in and the starter."""
-        standin = importlib.import_module(f"{__package__}.standins.{name}")
+    def _read_course(self, name: str, own: bool) -> None:
+        """Read what the course has for the earlier stage ``name`` while the course folder still exists
+        (before confinement): its starter (course-provided code) and, unless the student's own module is
+        used, the torch-built stand-in."""
+        standin = None if own else importlib.import_module(f"{__package__}.standins.{name}")
         starter = os.path.join(self.starter_dir or "", f"{name}.py")
         text = None
         if self.starter_dir and os.path.exists(starter):
             with open(starter, encoding="utf-8") as f:
                 text = f.read()
-        self._standins[name] = (standin, starter, text)
+        self._course[name] = (standin, starter, text)
 
     def _earlier_module(self, name: str, path: str, text: str):
-        """Execute ``text`` as the module ``name``; None and the reason if it raises."""
+        """Execute ``text`` as the module ``name`` (registered under that name); None and the reason if it raises."""
         module = types.ModuleType(name)
         module.__file__ = path
         sys.modules[name] = module
@@ -94,16 +99,46 @@ class Worker:
             return None, f"{type(exc).__name__}: {_safe_str(exc)[:300]}"
         return module, ""
 
-    def _assemble_standins(self) -> None:
-        """Each earlier stage this one imports (after confinement: it runs student code).
+    def _course_module(self, name: str, contract: dict):
+        """The earlier stage's starter executed as a module of its own (its course-provided code then
+        works on ``contract``, the names set on it), leaving ``sys.modules[name]`` as it was."""
+        _standin, starter, text = self._course[name]
+        before = sys.modules.get(name)
+        course, _ = self._earlier_module(name, starter, text or "")
+        course = course or types.ModuleType(name)
+        for attr, value in contract.items():
+            setattr(course, attr, value)
+        if before is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = before
+        return course
 
-        It is the student's own module with only the contract names replaced by the
-        stand-in's, so their helpers, constants and extra classes stay theirs while a
-        mistake in the contract names is charged once, in its own stage. If their
-        module cannot be imported, the starter's takes its place (course-provided code
-        such as ``load_pretrained_bert`` is there) and the reason is kept for the
-        message of any other name the stage imports from it."""
-        for name, (standin, starter, starter_text) in self._standins.items():
+    def _assemble_earlier(self) -> None:
+        """The earlier stages this one imports, in course order (after confinement: it runs student code).
+
+        One that scored full marks is the student's own module, imported from the submission as they wrote
+        it; only course-provided code it lacks (what the starter gives complete, such as
+        ``load_pretrained_bert``, which probes call) is added from the starter. One that did not is stood
+        in: the student's own module with its contract names replaced by the stand-in's and its
+        course-provided code by the starter's, so that everything the contract and the course define is the
+        course's own while the student's helpers, constants and extra classes stay theirs. If their module
+        cannot be imported, the course's module takes its place and the reason is kept for the message of
+        any other name the stage imports from it."""
+        for name, (standin, _starter, text) in self._course.items():
+            provided = _course_provided(text or "")
+            if standin is None:
+                try:
+                    module = importlib.import_module(name)
+                except BaseException:  # noqa: BLE001 - the stage's own import of it says why, as their error
+                    continue
+                lacking = [attr for attr in provided if not hasattr(module, attr)]
+                if lacking:
+                    course = self._course_module(name, {})
+                    for attr in lacking:
+                        setattr(module, attr, getattr(course, attr))
+                continue
+            course = self._course_module(name, {attr: getattr(standin, attr) for attr in standin.CONTRACT_NAMES})
             own = os.path.join(self.student_dir, f"{name}.py")
             module, why = None, f"there is no {name}.py in the submission"
             if os.path.exists(own):
@@ -111,21 +146,21 @@ class Worker:
                     module, why = self._earlier_module(name, own, f.read())
             if module is None:
                 self._fallbacks[name] = why
-                module, _ = self._earlier_module(name, starter, starter_text or "")
-                if module is None:
-                    module = types.ModuleType(name)
+                module = course
                 module.__getattr__ = _only_contract(name, why, standin.CONTRACT_NAMES)
-            for attr in standin.CONTRACT_NAMES:
-                setattr(module, attr, getattr(standin, attr))
+            else:
+                for attr in [*standin.CONTRACT_NAMES, *provided]:
+                    if hasattr(course, attr):
+                        setattr(module, attr, getattr(course, attr))
             sys.modules[name] = module
 
     def prepare(self):
         """Course-provided parts, imported before the worker is confined (afterwards the
-        grader's folder no longer exists for it): what the stand-ins of earlier stages are
-        made of, and the stage's probes. Never the stand-in of the stage itself: a
+        grader's folder no longer exists for it): the starters of earlier stages and the stand-ins of
+        those that are stood in, and the stage's probes. Never the stand-in of the stage itself: a
         submission could hand it in as its own."""
-        for name in self.standins:
-            self._standin(name)
+        for earlier in self.earlier:
+            self._read_course(earlier["stage"], earlier["own"])
         self.probes = _optional_module(f"{__package__}.probes.{self.stage}")
 
     def load(self):
@@ -134,7 +169,7 @@ class Worker:
         path = os.path.join(self.student_dir, f"{self.stage}.py")
         if not os.path.exists(path):
             return {"ok": False, "kind": "missing", "message": f"{self.stage}.py is not in the submission"}
-        self._assemble_standins()
+        self._assemble_earlier()
         try:
             self.module = importlib.import_module(self.stage)
         except SyntaxError as exc:
@@ -147,7 +182,7 @@ class Worker:
                     f"{self.stage}.py imports {_imported_name(exc)!r} from {exc.name}, but your {exc.name}.py could "
                     f"not be used ({self._fallbacks[exc.name]}). While {self.stage} is graded, {exc.name} is the "
                     f"course's stand-in, which has only the contract names "
-                    f"({', '.join(self._standins[exc.name][0].CONTRACT_NAMES)}). Fix {exc.name}.py, or define "
+                    f"({', '.join(self._course[exc.name][0].CONTRACT_NAMES)}). Fix {exc.name}.py, or define "
                     f"what you need in {self.stage}.py.")
             return failure
         except BaseException as exc:  # noqa: BLE001 - anything a module does at import time
@@ -173,14 +208,28 @@ class Worker:
                 return {"ok": False, "kind": "missing", "message": f"{self.stage}.{req['name']} is not defined"}
             args, kwargs = req.get("args", []), req.get("kwargs", {})
             if op == "call":
-                return self._run(lambda: fn(*args, **kwargs))
+                return self._run_watching(lambda: fn(*args, **kwargs), args, kwargs, _parameter_names(fn, args))
             return self._run(lambda: _best_time(fn, args, kwargs, req.get("repeat", 3)))
         if op == "probe":
             probe = getattr(self.probes, req["name"], None) if self.probes else None
             if probe is None:
                 return {"ok": False, "kind": "grader", "message": f"no probe {req['name']!r} for {self.stage}"}
-            return self._run(lambda: probe(self.module, **req.get("kwargs", {})))
+            kwargs = req.get("kwargs", {})
+            return self._run_watching(lambda: probe(self.module, **kwargs), [], kwargs, [])
         return {"ok": False, "kind": "grader", "message": f"unknown op {op!r}"}
+
+    def _run_watching(self, thunk, args: list, kwargs: dict, names: list) -> dict:
+        """``_run``, and what the call changed of the arrays, tensors and lists it was given: the reply's
+        ``changed`` lists each ``{"where": ["args", i, ...] or ["kwargs", name, ...], "name", "after"}``
+        (the trusted side compares ``after`` with what it sent: ``testing.assert_inputs_unchanged``)."""
+        before = _snapshot([args, kwargs])
+        reply = self._run(thunk)
+        if reply["ok"]:
+            changed = _changes(before[0], args, ["args"]) + _changes(before[1], kwargs, ["kwargs"])
+            if changed:
+                reply["changed"] = [{"where": where, "name": _display(where, names), "after": after}
+                                    for where, after in changed]
+        return reply
 
     def _run(self, thunk) -> dict:
         try:
@@ -232,6 +281,89 @@ class Worker:
             found_here = False
         return {"module": name, "not_found": isinstance(exc, ModuleNotFoundError),
                 "student_module": student, "by": by, "found_here": found_here}
+
+
+def _snapshot(value):
+    """A copy of every array, tensor and list in ``value`` (nested in lists, tuples and dicts)."""
+    torch = sys.modules.get("torch")
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_snapshot(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _snapshot(v) for k, v in value.items()}
+    return value
+
+
+def _same(a, b) -> bool:
+    """Whether two arrays or tensors hold the same values (NaN equal to NaN), dtype and shape."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(a, torch.Tensor):
+        if not isinstance(b, torch.Tensor) or a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        b = b.detach()
+        return bool(torch.equal(a, b) or (a.is_floating_point() and ((a == b) | (a.isnan() & b.isnan())).all()))
+    return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+            and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
+
+
+def _changes(before, after, where: list) -> list:
+    """[(where, its value now)] of every array, tensor or list of ``before`` that ``after`` no longer matches
+    (a list whose length or plain items changed is reported whole; its arrays and tensors one by one)."""
+    torch = sys.modules.get("torch")
+    if isinstance(before, np.ndarray) or (torch is not None and isinstance(before, torch.Tensor)):
+        return [] if _same(before, after) else [(where, _snapshot(after))]
+    if isinstance(before, (list, tuple)):
+        plain = lambda v: not isinstance(v, (list, tuple, dict, np.ndarray)) and not (  # noqa: E731
+            torch is not None and isinstance(v, torch.Tensor))
+        if isinstance(before, list) and (not isinstance(after, list) or len(after) != len(before) or any(
+                plain(b) and (type(b) is not type(a) or b != a) for b, a in zip(before, after))):
+            return [(where, _snapshot(after) if isinstance(after, (list, tuple)) else None)]
+        return [c for i, (b, a) in enumerate(zip(before, after)) for c in _changes(b, a, [*where, i])]
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [c for k, b in before.items() if k in after for c in _changes(b, after[k], [*where, k])]
+    return []
+
+
+def _parameter_names(fn, args: list) -> list:
+    """The names of the parameters that ``args`` fill (by position), where the signature says."""
+    try:
+        bound = inspect.signature(fn).bind_partial(*args)
+    except (TypeError, ValueError):
+        return []
+    return list(bound.arguments)[:len(args)]
+
+
+def _display(where: list, names: list) -> str:
+    """``["args", 0, 2]`` -> ``x[2]`` (the parameter's name); a probe's forward calls (``["kwargs", "calls", 0,
+    "args", 1]``) -> ``argument 2 of forward call 1``, ``["kwargs", "calls", 0, "kwargs", "labels"]`` ->
+    ``labels (forward call 1)``; other probe arguments -> ``state_dict['w_q.weight']``."""
+    head, key, *rest = where
+    if head == "kwargs" and key == "calls" and len(rest) >= 3 and rest[1] in ("args", "kwargs"):
+        call, kind, name, *deeper = rest
+        base = f"argument {name + 1}" if kind == "args" else str(name)
+        return base + "".join(f"[{r!r}]" for r in deeper) + (f" of forward call {call + 1}" if kind == "args"
+                                                             else f" (forward call {call + 1})")
+    base = (names[key] if key < len(names) else f"argument {key + 1}") if head == "args" else str(key)
+    return base + "".join(f"[{r!r}]" for r in rest)
+
+
+def _course_provided(starter_text: str) -> list:
+    """The functions and classes a starter gives complete (no ``raise NotImplementedError`` in them):
+    course-provided code such as ``load_pretrained_bert``."""
+    try:
+        tree = ast.parse(starter_text)
+    except SyntaxError:
+        return []
+
+    def stub(node):
+        raised = (getattr(n.exc, "id", None) or getattr(getattr(n.exc, "func", None), "id", None)
+                  for n in ast.walk(node) if isinstance(n, ast.Raise) and n.exc is not None)
+        return "NotImplementedError" in raised
+    return [n.name for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not stub(n)]
 
 
 def _only_contract(name: str, why: str, contract):

@@ -14,9 +14,11 @@ import pytest
 from grader.engine import testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
+    Axis,
     as_array,
     assert_close,
     assert_matches,
+    check_function_sizes,
     matches,
     raises_student,
     reference,
@@ -248,3 +250,26 @@ def test_cosine_similarity_rejects_mismatched_lengths(student):
     """cosine_similarity raises ValueError for vectors of different lengths"""
     with raises_student(ValueError, what="cosine_similarity of shapes (3,) and (2,)"):
         student.cosine_similarity(np.ones(3), np.ones(2))
+
+
+# ---------------------------------------------------------------- every size, calls in a row
+
+D = Axis("d", 4, 9, "vectors of one component")
+SIZES = {  # function -> (its sizes, its inputs for given sizes)
+    "dot_product": ([D], lambda g, s: (g.normal(size=s["d"]), g.normal(size=s["d"]))),
+    "cosine_similarity": ([D], lambda g, s: (g.normal(size=s["d"]), g.normal(size=s["d"]))),
+    "similarity_scores": ([Axis("n", 3, 8, "one encoder state"), D],
+                          lambda g, s: (g.normal(size=s["d"]), g.normal(size=(s["n"], s["d"])))),
+    "similarity_matrix": ([Axis("B", 2, 3, "a batch of one"), Axis("m", 2, 6, "one query"),
+                           Axis("n", 3, 7, "one key"), D],
+                          lambda g, s: (g.normal(size=(s["B"], s["m"], s["d"])),
+                                        g.normal(size=(s["B"], s["n"], s["d"])))),
+}
+
+
+@pytest.mark.parametrize("name", list(SIZES))
+def test_sizes_of_one_and_calls_in_a_row(student, name):
+    """every function works when a size is 1 (one key, one query, one component) and on calls in a row with other sizes"""  # noqa: E501 (the report's test name)
+    axes, make = SIZES[name]
+    g = rng(900 + list(SIZES).index(name))
+    check_function_sizes(getattr(student, name), getattr(ref, name), axes, lambda s: make(g, s), what=name, **TOL)

@@ -15,7 +15,16 @@ import numpy as np
 import pytest
 
 from grader.engine import testing
-from grader.engine.testing import as_array, assert_close, assert_matches, assert_shape, reference, which_mistake
+from grader.engine.testing import (
+    Axis,
+    as_array,
+    assert_close,
+    assert_matches,
+    assert_shape,
+    check_function_sizes,
+    reference,
+    which_mistake,
+)
 
 ref = reference("a02_softmax")
 SOFTMAX_TOL = dict(atol=1e-12, rtol=1e-9)
@@ -251,3 +260,15 @@ def test_log_softmax_agrees_with_softmax(student):
     lw = as_array(call(student.log_softmax, x, axis=0), what="log_softmax(x, axis=0)")
     assert_close(np.exp(lw), w, what="exp(log_softmax(x, axis=0)) compared with softmax(x, axis=0)",
                  atol=1e-12, rtol=1e-9, hint="Both must normalise along the same `axis`.")
+
+
+# ---------------------------------------------------------------- every size, calls in a row
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_sizes_of_one_and_calls_in_a_row(student, name):
+    """softmax and log_softmax work on one slice, on slices of one entry, and on calls in a row with other sizes"""
+    g = rng(30 if name == "softmax" else 31)
+    axes = [Axis("rows", 3, 7, "one slice"), Axis("n", 4, 9, "a slice of one score")]
+    check_function_sizes(getattr(student, name), getattr(ref, name), axes,
+                         lambda s: (g.normal(size=(s["rows"], s["n"])) * 3,), what=name,
+                         **(SOFTMAX_TOL if name == "softmax" else LOG_TOL))

@@ -16,10 +16,12 @@ import pytest
 from grader.engine import testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
+    Axis,
     as_array,
     assert_close,
     assert_matches,
     assert_shape,
+    check_function_sizes,
     raises_student,
     reference,
     reference_time,
@@ -425,3 +427,30 @@ def test_self_attention_rejects_bad_shapes(student):
         student.self_attention(X, np.ones((5, 3)), np.ones((6, 3)), np.ones((6, 2)))
     with raises_student(ValueError, what="self_attention(X (4, 6), W_q (6, 3), W_k (6, 4), W_v (6, 2))"):
         student.self_attention(X, np.ones((6, 3)), np.ones((6, 4)), np.ones((6, 2)))
+
+
+# ---------------------------------------------------------------- every size, calls in a row
+
+N_KEYS = Axis("n", 3, 7, "one key")
+SIZES = {  # function -> (its sizes, its inputs for given sizes)
+    "attention_context": ([Axis("n", 3, 8, "one encoder state"), Axis("d", 4, 7, "one feature")],
+                          lambda g, s: (g.normal(size=s["d"]), g.normal(size=(s["n"], s["d"])))),
+    "scaled_dot_product_attention": (
+        [Axis("B", 2, 3, "a batch of one"), Axis("m", 2, 5, "one query"), N_KEYS, Axis("d_k", 4, 8, "one feature"),
+         Axis("d_v", 3, 6, "one value feature")],
+        lambda g, s: (g.normal(size=(s["B"], s["m"], s["d_k"])), g.normal(size=(s["B"], s["n"], s["d_k"])),
+                      g.normal(size=(s["B"], s["n"], s["d_v"])))),
+    "self_attention": (
+        [Axis("n", 3, 6, "one token"), Axis("d_model", 4, 7, "one input feature"),
+         Axis("d_k", 2, 5, "queries and keys of one feature"), Axis("d_v", 3, 4, "one value feature")],
+        lambda g, s: (g.normal(size=(s["n"], s["d_model"])), g.normal(size=(s["d_model"], s["d_k"])),
+                      g.normal(size=(s["d_model"], s["d_k"])), g.normal(size=(s["d_model"], s["d_v"])))),
+}
+
+
+@pytest.mark.parametrize("name", list(SIZES))
+def test_sizes_of_one_and_calls_in_a_row(student, name):
+    """every function works with one query, one key, one feature, a batch of one, and on calls in a row with other sizes"""  # noqa: E501 (the report's test name)
+    axes, make = SIZES[name]
+    g = rng(70 + list(SIZES).index(name))
+    check_function_sizes(getattr(student, name), getattr(ref, name), axes, lambda s: make(g, s), what=name, **TOL)

@@ -17,10 +17,12 @@ import pytest
 from grader.engine import testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
+    Axis,
     as_array,
     assert_close,
     assert_matches,
     assert_shape,
+    check_function_sizes,
     matches,
     raises_student,
     reference,
@@ -223,3 +225,26 @@ def test_add_pe_rejects_1d(student):
     """add_positional_encoding raises ValueError for a 1-D input (it needs (..., n, d))"""
     with raises_student(ValueError, what="add_positional_encoding(X (5,))"):
         student.add_positional_encoding(np.ones(5))
+
+
+# ---------------------------------------------------------------- every size, calls in a row
+
+TOKENS = Axis("n", 3, 8, "one token")
+SIZES = {  # function -> (its sizes, its inputs for given sizes, tolerance)
+    "one_hot": ([TOKENS, Axis("vocab", 4, 9, "a vocabulary of one word")],
+                lambda g, s: (g.integers(0, s["vocab"], size=s["n"]), s["vocab"]), EXACT),
+    "embed": ([TOKENS, Axis("vocab", 4, 9, "a vocabulary of one word"), Axis("d", 3, 6, "one feature")],
+              lambda g, s: (g.integers(0, s["vocab"], size=s["n"]), g.normal(size=(s["vocab"], s["d"]))), EXACT),
+    "sinusoidal_positional_encoding": ([Axis("max_len", 5, 40, "one position"), Axis("d_model", 6, 17, "one column")],
+                                       lambda g, s: (s["max_len"], s["d_model"]), PE_TOL),
+    "add_positional_encoding": ([Axis("B", 2, 3, "a batch of one"), TOKENS, Axis("d", 6, 11, "one feature")],
+                                lambda g, s: (g.normal(size=(s["B"], s["n"], s["d"])),), PE_TOL),
+}
+
+
+@pytest.mark.parametrize("name", list(SIZES))
+def test_sizes_of_one_and_calls_in_a_row(student, name):
+    """every function works with one token, one feature, one position, a batch of one, and on calls in a row with other sizes"""  # noqa: E501 (the report's test name)
+    axes, make, tol = SIZES[name]
+    g = rng(50 + list(SIZES).index(name))
+    check_function_sizes(getattr(student, name), getattr(ref, name), axes, lambda s: make(g, s), what=name, **tol)

@@ -21,11 +21,15 @@ import torch
 from grader.engine import testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
+    Axis,
     as_array,
     assert_close,
     assert_matches,
     assert_shape,
+    check_function_sizes,
+    check_sizes,
     check_weights_loaded,
+    in_groups,
     probe_tensor,
     randomise_norms_and_biases,
     reference,
@@ -817,3 +821,65 @@ def test_vectorised(student):
             f"MultiHeadAttention on (8, 32, 32) with 8 heads took {took * 1e3:.1f} ms, about {ratio:.0f}x the "
             "reference's time: a Python loop over the tokens (queries)? Compute all heads and positions "
             "at once with batched matrix products (q @ k.transpose(-2, -1) on (B, h, m, d_k)), slide 38.")
+
+
+# ----------------------------------------------------------------------------- every size, calls in a row
+
+BATCH, HEADS = Axis("B", 2, 3, "a batch of one"), Axis("h", 2, 2, "one head")
+D_K = Axis("d_k", 3, 3, "one feature per head")
+TOKENS = Axis("n", 3, 7, "a sequence of one token")
+
+
+def _key_mask(s, g):
+    """(B, 1, 1, n) padding-style mask with every row keeping its first key."""
+    lengths = torch.randint(1, s["n"] + 1, (s["B"],), generator=g)
+    return (torch.arange(s["n"])[None, :] < lengths[:, None])[:, None, None, :]
+
+
+MODULE_SIZES = {  # kind -> (its sizes, constructor for given sizes, forward arguments for given sizes)
+    "MultiHeadAttention": (
+        [BATCH, Axis("m", 2, 5, "one query"), Axis("n", 3, 6, "one key"), HEADS, D_K],
+        lambda s: {"d_model": s["h"] * s["d_k"], "n_heads": s["h"]},
+        lambda s, g: [torch.randn(s["B"], s["m"], s["h"] * s["d_k"], generator=g),
+                      *[torch.randn(s["B"], s["n"], s["h"] * s["d_k"], generator=g)] * 2, _key_mask(s, g)]),
+    "PositionwiseFeedForward": (
+        [BATCH, TOKENS, Axis("d_model", 5, 5, "one feature"), Axis("d_ff", 7, 7, "one hidden unit")],
+        lambda s: {"d_model": s["d_model"], "d_ff": s["d_ff"]},
+        lambda s, g: [torch.randn(s["B"], s["n"], s["d_model"], generator=g)]),
+    "EncoderLayer": (
+        [BATCH, TOKENS, HEADS, D_K],
+        lambda s: {"d_model": s["h"] * s["d_k"], "n_heads": s["h"], "d_ff": 10},
+        lambda s, g: [torch.randn(s["B"], s["n"], s["h"] * s["d_k"], generator=g), _key_mask(s, g)]),
+    "Encoder": (
+        [BATCH, Axis("n", 4, 9, "a sequence of one token"), HEADS, Axis("layers", 2, 2, "one layer")],
+        lambda s: {"vocab_size": 13, "d_model": 2 * s["h"], "n_heads": s["h"], "d_ff": 10, "n_layers": s["layers"],
+                   "max_len": 12, "pad_id": 0},
+        lambda s, g: [torch.randint(1, 13, (s["B"], s["n"]), generator=g) * _key_mask(s, g)[:, 0, 0]]),  # 0: padding
+}
+
+
+@pytest.mark.parametrize("name", ["padding_mask", *MODULE_SIZES])
+def test_sizes_of_one_and_calls_in_a_row(student, name):
+    """every function and module works with a batch of one, one query, one key, one token, one head, and on forward calls in a row with other sizes"""  # noqa: E501 (the report's test name)
+    g = testing.torch_generator(300 + list(MODULE_SIZES).index(name) if name in MODULE_SIZES else 299)
+    if name == "padding_mask":
+        check_function_sizes(student.padding_mask, R().padding_mask, [BATCH, TOKENS],
+                             lambda s: (torch.randint(0, 4, (s["B"], s["n"]), generator=g), 0), what="padding_mask")
+        return
+    axes, init_of, args_of = MODULE_SIZES[name]
+
+    def run_group(group):
+        init = init_of(group[0])
+        ref_model, state = _make(name, init, seed=310)
+        args = [args_of(s, g) for s in group]
+        results = _run(student, name, init, state, [{"args": a} for a in args])
+        with torch.no_grad():
+            return [(a, ref_model(*a), getattr(ref_model, "attn_weights", None), r) for a, r in zip(args, results)]
+
+    def check(item, _sizes):
+        _args, want, want_w, got = item
+        assert_close(_tensor(got["out"], f"{name}.forward"), want, what="the output", atol=ATOL, rtol=RTOL)
+        if name == "MultiHeadAttention":
+            assert_close(_weights(got, name)["value"], want_w, what="attn_weights", atol=ATOL, rtol=RTOL)
+
+    check_sizes(axes, lambda batch: in_groups(batch, init_of, run_group), check, what=name, together=True)

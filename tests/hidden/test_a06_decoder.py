@@ -7,8 +7,9 @@ grader/sandbox/probes/a06_decoder.py, and the expected values come from the
 reference solution run here on the same weights and inputs. The `pe` buffers
 are never sent: the student's own positional table is used.
 
-While this stage is graded, the student's a05_encoder is replaced by a stand-in
-built from torch's own modules, so a stage-5 mistake is not charged twice.
+While this stage is graded, the student's a05_encoder is used as written when it
+scored full marks, else replaced by a stand-in built from torch's own modules, so a
+stage-5 mistake is not charged twice (grader/engine/earlier.py).
 
 Tolerances: float32 values of size ~1 computed by equivalent but differently
 ordered operations (the stand-in's fused attention vs the reference's explicit
@@ -33,11 +34,15 @@ import torch
 from grader.engine import stages, testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
+    Axis,
     as_array,
     assert_close,
     assert_matches,
     assert_shape,
+    check_function_sizes,
+    check_sizes,
     check_weights_loaded,
+    in_groups,
     probe_tensor,
     randomise_norms_and_biases,
     reference,
@@ -794,3 +799,100 @@ def test_value_errors(student, case):
     if not any(re.search(rf"(?<!\d){re.escape(n)}(?!\d)", outcome["message"]) for n in numbers):
         raise AssertionError(f"{what} raised ValueError, but its message does not name the shapes: "
                              f"{outcome['message'][:200]!r}")
+
+
+# ----------------------------------------------------------------------------- every size, calls in a row
+
+BATCH, HEADS = Axis("B", 2, 3, "a batch of one"), Axis("h", 2, 2, "one head")
+TARGET, MEMORY = Axis("m", 3, 7, "a target of one token"), Axis("n", 4, 8, "a memory (source) of one token")
+
+
+def _real_mask(B, n, g):
+    """(B, n) True at real tokens: random lengths, at least one real token per row."""
+    return torch.arange(n)[None, :] < torch.randint(1, n + 1, (B,), generator=g)[:, None]
+
+
+def _ids(B, n, vocab, g):
+    """Token ids >= 3 (not pad 0, BOS 1 or EOS 2), right-padded with 0."""
+    return torch.randint(3, vocab, (B, n), generator=g) * _real_mask(B, n, g)
+
+
+MODULE_SIZES = {  # kind -> (its sizes, constructor for given sizes, the forward call for given sizes)
+    "DecoderLayer": (
+        [BATCH, TARGET, MEMORY, HEADS],
+        lambda s: {"d_model": 3 * s["h"], "n_heads": s["h"], "d_ff": 10},
+        lambda s, g: {"args": [torch.randn(s["B"], s["m"], 3 * s["h"], generator=g),
+                               torch.randn(s["B"], s["n"], 3 * s["h"], generator=g)],
+                      "kwargs": {"tgt_mask": _causal(s["m"]),
+                                 "memory_mask": _real_mask(s["B"], s["n"], g)[:, None, None]}}),
+    "Decoder": (
+        [BATCH, TARGET, MEMORY, HEADS],
+        lambda s: {"vocab_size": 11, "d_model": 3 * s["h"], "n_heads": s["h"], "d_ff": 10, "n_layers": 2, "max_len": 12,
+                   "pad_id": 0},
+        lambda s, g: {"args": [_ids(s["B"], s["m"], 11, g), torch.randn(s["B"], s["n"], 3 * s["h"], generator=g)]}),
+    "Seq2SeqTransformer": (
+        [BATCH, TARGET, MEMORY, HEADS],
+        lambda s: {"src_vocab_size": 12, "tgt_vocab_size": 11, "d_model": 3 * s["h"], "n_heads": s["h"], "d_ff": 10,
+                   "n_layers": 1, "max_len": 12, "dropout": 0.0, "pad_id": 0},
+        lambda s, g: {"args": [_ids(s["B"], s["n"], 12, g), _ids(s["B"], s["m"], 11, g)]}),
+}
+
+
+def _module_sizes(student, name):
+    axes, init_of, call_of = MODULE_SIZES[name]
+    g = testing.torch_generator(600 + list(MODULE_SIZES).index(name))
+
+    def run_group(group):
+        init = init_of(group[0])
+        ref_model, state = _make(name, init, seed=610)
+        calls = [call_of(s, g) for s in group]
+        results = _run(student, name, init, state, calls)
+        with torch.no_grad():
+            return [(ref_model(*c["args"], **c.get("kwargs", {})), r) for c, r in zip(calls, results)]
+
+    def check(item, _sizes):
+        want, got = item
+        assert_close(_tensor(got, f"{name}.forward"), want, what="the output", atol=ATOL_STACK, rtol=RTOL_STACK)
+
+    check_sizes(axes, lambda batch: in_groups(batch, init_of, run_group), check, what=name, together=True)
+
+
+def _greedy_sizes(student):
+    """greedy_decode on scripted models: rows that stop at random steps, sources and max_len of every size."""
+    from grader.sandbox.probes import a06_decoder as probes  # the same scripted model, run by the reference
+    g = testing.torch_generator(620)
+
+    def run(batch):
+        out = []
+        for s in batch:
+            script = torch.randint(3, 8, (s["B"], 9), generator=g)
+            script[torch.arange(s["B"]), torch.randint(0, 9, (s["B"],), generator=g)] = EOS
+            src = torch.randint(3, 8, (s["B"], s["n"]), generator=g)
+            args = dict(script=script, vocab_size=8, pad_id=5, src=src, bos_id=BOS, eos_id=EOS, max_len=s["max_len"])
+            reply = _greedy_call(lambda a=args: student.probe("greedy_scripted", **a), "greedy_decode")
+            want = R().greedy_decode(probes._ScriptedModel(script, 8, 5), src, BOS, EOS, s["max_len"])
+            out.append((want, reply["out"]))
+        return out
+
+    def check(item, _sizes):
+        want, got = item
+        assert_close(_tensor(got, "greedy_decode"), want, what="the decoded ids", atol=0, rtol=0)
+
+    check_sizes([BATCH, Axis("n", 3, 6, "a source of one token"), Axis("max_len", 4, 8, "max_len 1: BOS only")],
+                run, check, what="greedy_decode")
+
+
+@pytest.mark.parametrize("name", ["causal_mask", "shift_right", *MODULE_SIZES, "greedy_decode"])
+def test_sizes_of_one_and_calls_in_a_row(student, name):
+    """every function and module works with a batch of one, a target or source of one token, one head, and on calls in a row with other sizes"""  # noqa: E501 (the report's test name)
+    g = testing.torch_generator(630)
+    if name == "causal_mask":
+        check_function_sizes(student.causal_mask, R().causal_mask, [Axis("n", 3, 8, "one position")],
+                             lambda s: (s["n"],), what="causal_mask", atol=0, rtol=0)
+    elif name == "shift_right":
+        check_function_sizes(student.shift_right, R().shift_right, [BATCH, TARGET],
+                             lambda s: (_ids(s["B"], s["m"], 11, g), BOS), what="shift_right", atol=0, rtol=0)
+    elif name == "greedy_decode":
+        _greedy_sizes(student)
+    else:
+        _module_sizes(student, name)

@@ -4,8 +4,9 @@ Everything here runs in the trusted process. Weights are generated here (or
 read from the pretrained all-MiniLM-L6-v2 checkpoint), sent to the student's
 modules as a state_dict through grader/sandbox/probes/a07_bert_mlm.py, and the
 expected values come from the reference solution run here on the same weights
-and inputs. While this stage is graded, the student's `a05_encoder` is replaced
-by the stage-5 stand-in, so stage-5 mistakes are not charged twice.
+and inputs. While this stage is graded, the student's `a05_encoder` is theirs when
+it scored full marks, else the stage-5 stand-in, so stage-5 mistakes are not charged
+twice (grader/engine/earlier.py).
 
 Tolerances: float32 computations of size ~1 done in a different but
 equivalent order agree to ~1e-6; we allow 1e-5 on random small models. With
@@ -32,11 +33,14 @@ import torch
 
 from grader.engine import stages, testing
 from grader.engine.testing import (
+    Axis,
     as_array,
     assert_close,
     assert_matches,
     assert_shape,
+    check_sizes,
     check_weights_loaded,
+    in_groups,
     probe_tensor,
     raises_student,
     randomise_norms_and_biases,
@@ -401,7 +405,7 @@ def test_mlm_forward(student):
     assert_shape(logits, (3, 10, 50), what=what + " logits")
     real = mask.bool()
     hidden = _forward(ref_model.bert, ids, attention_mask=mask)
-    with tanh_gelu():  # the stage-5 layers are a stand-in here, so a tanh GELU can only be in the head
+    with tanh_gelu():  # the stage-5 layers are a correct stage 5 or its stand-in: a tanh GELU is in the head
         tanh_logits = _forward(ref_model.mlm_head, hidden)[real]
     assert_matches(logits[real.numpy()], ref_logits[real], what=what + " logits at real tokens", atol=ATOL,
                    rtol=RTOL, **MATCH, mistakes={
@@ -726,3 +730,128 @@ def test_mlm_learns_the_corpus(student, mlm_task):
             f"(always guessing the most frequent word gives {baseline:.0%}); the mean loss went from {first:.2f} "
             f"to {last:.2f}. Check that the loss uses the labels, that the head is tied and that gradients flow "
             "(no .detach() or torch.no_grad in forward).")
+
+
+
+# ----------------------------------------------------------------------------- every size, calls in a row
+
+BATCH, TOKENS = Axis("B", 2, 3, "a batch of one"), Axis("n", 3, 8, "a sequence of one token")
+HEADS = Axis("h", 2, 2, "one head")
+SIZED_VOCAB = 20
+
+
+def _sized_batch(s, g):
+    """ids 5..19, right-padded with 0 (at least one real token per row), and the (B, n) attention mask."""
+    real = torch.arange(s["n"])[None, :] < torch.randint(1, s["n"] + 1, (s["B"],), generator=g)[:, None]
+    return torch.randint(5, SIZED_VOCAB, (s["B"], s["n"]), generator=g) * real, real.long()
+
+
+def _small(s):
+    return dict(vocab_size=SIZED_VOCAB, hidden_size=4 * s["h"], num_layers=1, num_heads=s["h"], intermediate_size=12,
+                max_position_embeddings=10, type_vocab_size=2, dropout=0.0)
+
+
+def _embeddings_call(s, g):
+    ids, _ = _sized_batch(s, g)
+    return {"args": [ids], "kwargs": {"token_type_ids": torch.randint(0, 2, (s["B"], s["n"]), generator=g)}}
+
+
+def _model_call(s, g):
+    ids, mask = _sized_batch(s, g)
+    return {"args": [ids], "kwargs": {"attention_mask": mask}}
+
+
+def _mlm_call(s, g):
+    ids, mask = _sized_batch(s, g)
+    labels = torch.where(torch.rand(ids.shape, generator=g) < 0.5, ids, torch.full_like(ids, -100))
+    return {"args": [ids], "kwargs": {"attention_mask": mask, "labels": labels}}
+
+
+MODULE_SIZES = {  # kind -> (its sizes, constructor for given sizes, the forward call for given sizes)
+    "BertEmbeddings": ([BATCH, TOKENS], lambda s: {k: v for k, v in _small({"h": 2}).items() if k in EMB},
+                       _embeddings_call),
+    "BertModel": ([BATCH, TOKENS, HEADS], _small, _model_call),
+    "BertForMaskedLM": ([BATCH, TOKENS, HEADS], _small, _mlm_call),
+}
+
+
+def _module_sizes(student, name):
+    axes, init_of, call_of = MODULE_SIZES[name]
+    g = testing.torch_generator(700 + list(MODULE_SIZES).index(name))
+
+    def run_group(group):
+        init = init_of(group[0])
+        ref_model, state = _make(name, init, seed=710)
+        calls = [call_of(s, g) for s in group]
+        results = _run(student, name, init, state, calls)
+        return [(_forward(ref_model, *c["args"], **c["kwargs"]), r) for c, r in zip(calls, results)]
+
+    def check(item, _sizes):
+        want, got = item
+        if name == "BertForMaskedLM":
+            (want_loss, want), (got_loss, got) = want, _mlm_pair(got, name)
+            assert_close(_tensor(got_loss, "the loss"), want_loss, what="the loss", atol=ATOL, rtol=RTOL)
+        assert_close(_tensor(got, f"{name}.forward"), want, what="the output", atol=ATOL, rtol=RTOL)
+
+    check_sizes(axes, lambda batch: in_groups(batch, init_of, run_group), check, what=name, together=True)
+
+
+def _mask_tokens_sizes(student):
+    """mlm_probability=1: every ordinary token is picked, so the labels are known exactly; the special ids
+    (their number is a size too) change from call to call."""
+    g = testing.torch_generator(720)
+
+    def run(batch):
+        out = []
+        for s in batch:
+            ids = torch.randint(0, SIZED_VOCAB, (s["B"], s["n"]), generator=g)
+            specials = torch.randperm(SIZED_VOCAB, generator=g)[:s["specials"]].tolist()
+            kwargs = dict(mask_id=SIZED_VOCAB - 1, vocab_size=SIZED_VOCAB, special_ids=specials, mlm_probability=1.0)
+            reply = student.probe("mask_draws", input_ids=ids, seeds=[int(torch.randint(0, 1000, (1,), generator=g))],
+                                  kwargs=kwargs)
+            out.append((ids, specials, reply))
+        return out
+
+    def check(item, _sizes):
+        ids, specials, reply = item
+        if "bad_return" in reply:
+            raise AssertionError(f"it returned {reply['bad_return']}, not the pair (inputs, labels) of tensors")
+        special = torch.isin(ids, torch.tensor(specials))
+        inputs = assert_shape(reply["inputs"][0], tuple(ids.shape), what="the corrupted inputs")
+        assert_close(reply["labels"][0], torch.where(special, torch.full_like(ids, -100), ids),
+                     what=f"the labels with mlm_probability=1 and special_ids={specials}", atol=0, rtol=0,
+                     hint="Every token that is not special is picked; special tokens keep the label -100.")
+        assert_close(inputs[special.numpy()], ids[special], what="the special tokens in the inputs", atol=0, rtol=0)
+
+    check_sizes([BATCH, TOKENS, Axis("specials", 2, 5, "one special id")], run, check, what="mask_tokens")
+
+
+def _mlm_loss_sizes(student):
+    g = testing.torch_generator(730)
+
+    def run(batch):
+        out = []
+        for s in batch:
+            logits = 2 * torch.randn(s["B"], s["n"], s["V"], generator=g)
+            labels = torch.randint(0, s["V"], (s["B"], s["n"]), generator=g)
+            labels[torch.rand(s["B"], s["n"], generator=g) < 0.4] = -100
+            labels[0, 0] = 0  # at least one labelled position
+            out.append((R().mlm_loss(logits, labels), student.probe("loss_and_grad", logits=logits, labels=labels)))
+        return out
+
+    def check(item, _sizes):
+        want, reply = item
+        assert_close(_tensor(reply["loss"], "mlm_loss"), want, what="the loss", atol=1e-6, rtol=1e-5)
+
+    check_sizes([BATCH, TOKENS, Axis("V", 5, 9, "a vocabulary of one word")], run, check, what="mlm_loss")
+
+
+@pytest.mark.parametrize("name", [*MODULE_SIZES, "mask_tokens", "mlm_loss"])
+def test_sizes_of_one_and_calls_in_a_row(student, name):
+    """every module and function works with a batch of one, a sequence of one token, one head, one special id, and on calls in a row with other sizes"""  # noqa: E501 (the report's test name)
+    if name == "mask_tokens":
+        _mask_tokens_sizes(student)
+    elif name == "mlm_loss":
+        _mlm_loss_sizes(student)
+    else:
+        _module_sizes(student, name)

@@ -2,13 +2,13 @@
 
 Everything here runs in the trusted process. The student's code runs in the
 worker through grader/sandbox/probes/a08_sentiment.py; while this stage is
-graded the student's stages 5 and 7 are replaced by stand-ins, so the encoder
-(a small random BertModel, or all-MiniLM-L6-v2 loaded by the course-provided
-load_pretrained_bert) is the same in both processes. Expected values come from
+graded the student's stages 5 and 7 are theirs when they scored full marks, else
+stand-ins (grader/engine/earlier.py), so the encoder (a small random BertModel, or
+all-MiniLM-L6-v2 loaded by load_pretrained_bert) is a correct one in both processes. Expected values come from
 the reference solution (solutions/a07_bert_mlm.py + a08_sentiment.py) run here
 with the same weights and inputs.
 
-Tolerances: the stand-in and the reference encoder agree to ~1e-6 on small
+Tolerances: a correct encoder (the stand-in's) and the reference encoder agree to ~1e-6 on small
 random models and ~3e-6 on MiniLM; we allow 1e-5 and 1e-4 (logits of a head
 with weights of std 0.05). Training checks compare outcomes, never the order
 of random draws: the loss check uses lr=0 (nothing moves, so every epoch's
@@ -50,7 +50,17 @@ import torch
 import torch.nn.functional as F
 
 from grader.engine import paths, stages, testing
-from grader.engine.testing import assert_close, assert_matches, assert_shape, probe_tensor, raises_student, reference
+from grader.engine.testing import (
+    Axis,
+    assert_close,
+    assert_matches,
+    assert_shape,
+    check_function_sizes,
+    check_sizes,
+    probe_tensor,
+    raises_student,
+    reference,
+)
 from grader.lab import pretrained
 
 STAGE = "a08_sentiment"
@@ -603,3 +613,75 @@ def test_flipped_labels_flip_the_predictions(student, minilm, train_tweets, hidd
             f"flipped labels it must predict the opposite (at most {1 - ACCURACY_BAR:.0%}; the reference: about "
             f"18 %): your training learned little from these labels. Training losses: {losses}. Usual causes: "
             "the optimiser never steps or zero_grad is missing, or labels shuffled differently from the inputs.")
+
+
+# ----------------------------------------------------------------------------- every size, calls in a row
+
+BATCH, TOKENS = Axis("B", 2, 5, "a batch of one"), Axis("n", 3, 8, "a sequence of one token")
+
+
+def _sized_batch(s, g):
+    """ids (B, n) >= 4, right-padded with [PAD] (at least one real token per row), and the (B, n) mask."""
+    real = torch.arange(s["n"])[None, :] < torch.randint(1, s["n"] + 1, (s["B"],), generator=g)[:, None]
+    return torch.randint(4, TINY["vocab_size"], (s["B"], s["n"]), generator=g) * real, real.long()
+
+
+def _sized_classifier(student, name, g):
+    """SentimentClassifier forward calls in a row on one model; predict and train_classifier (lr=0: nothing
+    moves, so the losses are the fixed model's) with examples and batches of every size."""
+    spec, enc = _tiny_encoder(seed=40)
+    head, cfg = _head(16, 2, seed=41), dict(pooling="mean", dropout=0.0)
+    model = _reference_classifier(enc.eval(), head, **cfg)
+
+    def run(batch):
+        inputs = [_sized_batch(s, g) for s in batch]
+        if name == "SentimentClassifier":
+            reply = student.probe("logits", encoder=spec, classifier=cfg, head_state=head,
+                                  calls=[{"args": [ids], "kwargs": {"attention_mask": mask}} for ids, mask in inputs])
+            _check_load(reply)
+            return [(ids, mask, None, r) for (ids, mask), r in zip(inputs, reply["results"])]
+        out = []
+        for s, (ids, mask) in zip(batch, inputs):
+            if name == "predict":
+                reply = student.probe("predict", encoder=spec, classifier=cfg, head_state=head, input_ids=ids,
+                                      attention_mask=mask, batch_size=s["batch_size"])
+            else:
+                labels = torch.randint(0, 2, (s["B"],), generator=g)
+                reply = student.probe("train", encoder=spec, classifier=cfg, head_state=head, input_ids=ids,
+                                      attention_mask=mask, labels=labels,
+                                      train_kwargs=dict(epochs=1, lr=0.0, batch_size=s["batch_size"], seed=0))
+                ids = (ids, labels)
+            _check_load(reply)
+            out.append((ids, mask, s, reply))
+        return out
+
+    def check(item, _sizes):
+        ids, mask, s, reply = item
+        if name == "SentimentClassifier":
+            with torch.no_grad():
+                assert_close(_tensor(reply, "the logits"), model(ids, mask), what="the logits", atol=ATOL, rtol=ATOL)
+        elif name == "predict":
+            with torch.no_grad():
+                want = model(ids, mask).argmax(-1)
+            assert_close(_tensor(reply["pred"], "the predictions"), want, what="the predictions", atol=0, rtol=0)
+        else:
+            ids, labels = ids
+            losses = _losses(reply, 1, f"train_classifier(batch_size={s['batch_size']})")
+            want = _reference_losses(enc.eval(), head, cfg, ids, mask, labels)
+            assert_close(np.array(losses), np.array([want]), what="the epoch's mean loss (lr=0)", atol=1e-5, rtol=1e-5)
+
+    axes = [BATCH, TOKENS] + ([Axis("batch_size", 2, 4, "batches of one example")] if name != "SentimentClassifier"
+                              else [])
+    check_sizes(axes, run, check, what=name, together=name == "SentimentClassifier")
+
+
+@pytest.mark.parametrize("name", ["mean_pool", "SentimentClassifier", "predict", "train_classifier"])
+def test_sizes_of_one_and_calls_in_a_row(student, name):
+    """mean_pool, the classifier, predict and train_classifier work with a batch (or batches) of one, a sequence of one token, and on calls in a row with other sizes"""  # noqa: E501 (the report's test name)
+    g = testing.torch_generator(800 + ["mean_pool", "SentimentClassifier", "predict", "train_classifier"].index(name))
+    if name == "mean_pool":
+        check_function_sizes(student.mean_pool, R().mean_pool, [BATCH, TOKENS, Axis("H", 4, 6, "one feature")],
+                             lambda s: (torch.randn(s["B"], s["n"], s["H"], generator=g), _sized_batch(s, g)[1]),
+                             what="mean_pool", atol=ATOL, rtol=ATOL)
+    else:
+        _sized_classifier(student, name, g)

@@ -2,8 +2,8 @@
 
 Everything here runs in the trusted process. The student's embed_sentences
 runs in the worker (grader/sandbox/probes/a09_retrieval.py) on the stage-7
-stand-in BertModel loaded with all-MiniLM-L6-v2 by the course-provided
-load_pretrained_bert, with a fresh tokenizers.Tokenizer read from the
+BertModel (the student's own when stage 7 scored full marks, else the stand-in)
+loaded with all-MiniLM-L6-v2 by load_pretrained_bert, with a fresh tokenizers.Tokenizer read from the
 checkpoint's tokenizer.json. Expected embeddings come from the reference
 (solutions/a07_bert_mlm.py + a09_retrieval.py) run here; the project tests
 check that the reference matches transformers.BertModel + mean pooling + L2
@@ -27,7 +27,17 @@ import torch
 import torch.nn.functional as F
 
 from grader.engine import paths, stages, testing
-from grader.engine.testing import as_array, assert_close, assert_matches, assert_shape, raises_student, reference
+from grader.engine.testing import (
+    Axis,
+    as_array,
+    assert_close,
+    assert_matches,
+    assert_shape,
+    check_function_sizes,
+    check_sizes,
+    raises_student,
+    reference,
+)
 from grader.lab import pretrained
 
 STAGE = "a09_retrieval"
@@ -291,3 +301,52 @@ def test_retrieval_on_lecture_notes(student, minilm):
             f"{what}: a relevant note is in your top {TOP_K} for {sum(mine)} of the {len(cases)} hidden questions; "
             f"the reference finds {sum(theirs)}. {seen}. Check the embedding recipe (mean pooling over real "
             "tokens, L2 normalisation) and that top_k sorts by cosine, highest first.")
+
+
+# ----------------------------------------------------------------------------- every size, calls in a row
+
+WORDS = ["pizza", "attention", "great", "the", "decoder", "oven", "sentence", "tasted", "vector", "good", "query"]
+
+
+def _embed_sizes(student, minilm):
+    g = testing.rng(900)
+
+    def run(batch):
+        out = []
+        for s in batch:
+            sentences = [" ".join(g.choice(WORDS, size=s["words"])) for _ in range(s["N"])]
+            out.append((sentences, s["batch_size"], _embed(student, minilm, sentences, s["batch_size"])[0]))
+        return out
+
+    def check(item, _sizes):
+        sentences, batch_size, got = item
+        assert_close(got, _expected(minilm, sentences, batch_size), what=f"the embeddings of {sentences}",
+                     atol=ATOL, rtol=0)
+
+    check_sizes([Axis("N", 2, 5, "one sentence"), Axis("batch_size", 2, 4, "batches of one sentence"),
+                 Axis("words", 3, 7, "one-word sentences")], run, check, what="embed_sentences")
+
+
+def _top_k_sizes(student):
+    g = testing.torch_generator(901)
+
+    def make(s):
+        return (torch.randn(s["Q"], s["H"], generator=g), torch.randn(s["N"], s["H"], generator=g), min(s["k"], s["N"]))
+
+    def compare(got, expected, _args):
+        scores, indices = _pair(got, "top_k")
+        assert_close(scores, expected[0], what="the scores", atol=1e-6, rtol=1e-5)
+        assert_close(indices, expected[1], what="the indices", atol=0, rtol=0)
+
+    check_function_sizes(student.top_k, R().top_k, [Axis("Q", 2, 4, "one query"), Axis("N", 3, 7, "one document"),
+                                                     Axis("k", 2, 3, "k=1"), Axis("H", 5, 8)],
+                         make, what="top_k", compare=compare)
+
+
+@pytest.mark.parametrize("name", ["embed_sentences", "top_k"])
+def test_sizes_of_one_and_calls_in_a_row(student, name, request):
+    """embed_sentences and top_k work with one sentence, batches of one, one query, one document, k=1, and on calls in a row with other sizes"""  # noqa: E501 (the report's test name)
+    if name == "embed_sentences":
+        _embed_sizes(student, request.getfixturevalue("minilm"))
+    else:
+        _top_k_sizes(student)

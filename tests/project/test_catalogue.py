@@ -11,6 +11,7 @@ from grader.engine import run
 
 MUTANTS = mutants.load()
 ALTERNATIVES = mutants.alternatives()
+UPSTREAM = mutants.upstream()
 
 
 def test_catalogue_is_large_enough():
@@ -35,6 +36,15 @@ def test_mutant_loses_points_with_feedback_that_names_it(mutant, tmp_path):
     assert stage["score"] < stage["max_score"], f"not caught: {mutant.description}"
     assert any(word.lower() in feedback.lower() for word in mutant.feedback_mentions), \
         f"caught but the feedback does not name it ({mutant.feedback_mentions}): {feedback[:500]}"
+
+
+@pytest.mark.parametrize("variant", UPSTREAM, ids=lambda v: v.key)
+def test_alternative_upstream_variant_loses_nothing_in_the_stages_built_on_it(variant, tmp_path):
+    """A correct earlier stage that uses the contract's freedoms (tests/upstream/): full marks in its own
+    stage and in every stage that imports it (the fast tests; `make catalogue` runs them all)."""
+    assert variant.graded_with[1:], f"{variant.key}: no stage is built on {variant.stage}"
+    rep = mutants.grade_upstream(variant, tmp_path / "sub", fast_only=True)
+    assert not mutants.upstream_shortfalls(rep), mutants.upstream_shortfalls(rep)
 
 
 @pytest.mark.parametrize("alt", ALTERNATIVES, ids=lambda a: f"{a[0]}/{a[1].stem}")

@@ -1,9 +1,11 @@
-"""A mistake in an earlier stage is charged once, in that stage, not again in later ones.
+"""A mistake in an earlier stage is charged once, in that stage, and a correct earlier stage costs nothing.
 
-While stage N is graded, each earlier torch stage it imports is the student's own
-module with its contract names replaced by stand-ins built from torch's own
-modules (grader/sandbox/standins/): a broken stage 5 or 7 leaves the stages built
-on it untouched, and the student's own helpers stay theirs.
+While stage N is graded, each earlier torch stage it imports is the student's own module as written
+when that stage scored full marks in the same grading; otherwise its contract names are replaced by
+stand-ins built from torch's own modules (grader/sandbox/standins/) and its course-provided code by the
+starter's (grader/engine/earlier.py): a broken stage 5 or 7 leaves the stages built on it untouched, a
+correct one that uses the contract's freedoms (tests/upstream/) is used as it is, and the student's
+own helpers stay theirs either way.
 """
 import pytest
 from conftest import grade_cached, stage_of
@@ -153,3 +155,64 @@ def test_every_catalogued_mistake_costs_points_only_in_its_own_stage(upstream, d
     down = stage_of(grade_cached(sub, stages=[downstream], fast_only=True), downstream)
     assert down["score"] == down["max_score"], f"{mutant.key} costs {downstream} points: " + \
         mutants.failed_feedback(down)[:600]
+
+
+# ------------------------------------------------------------ correct earlier stages that use the contract's freedoms
+
+def _variant(key):
+    (variant,) = [v for v in mutants.upstream() if v.key == key]
+    return variant
+
+
+def test_a_correct_stage_7_whose_own_loader_reads_its_own_attribute_loses_nothing_later(tmp_path):
+    """The issue's case: a stage 7 whose own load_pretrained_bert reads BertModel.config (an attribute the
+    contract does not name) scores full marks in stages 7, 8 and 9. Mixed with the stand-in's BertModel
+    (the module nobody wrote) it lost 4.5 points in stage 8 and 6.5 in stage 9."""
+    variant = _variant("a07_bert_mlm/config_attribute_loader")
+    assert "bert.config" in variant.path.read_text(encoding="utf-8")
+    rep = mutants.grade_upstream(variant, tmp_path / "sub")
+    assert [s["id"] for s in rep["stages"]] == ["a07_bert_mlm", "a08_sentiment", "a09_retrieval"]
+    assert not mutants.upstream_shortfalls(rep), mutants.upstream_shortfalls(rep)
+    for later in rep["stages"][1:]:
+        used = {e["stage"]: e for e in later["earlier"]}
+        assert used["a07_bert_mlm"]["used"] == "own" and used["a07_bert_mlm"]["verdict_from"] == "this_report"
+        assert "full marks" in used["a07_bert_mlm"]["why"]
+
+
+def test_the_same_stage_7_with_a_catalogued_mistake_loses_points_in_stage_7_only(tmp_path):
+    variant = _variant("a07_bert_mlm/config_attribute_loader")
+    (mistake,) = [m for m in variant.mistakes if m.id == "layers_default_eps"]
+    rep = mutants.grade_upstream(variant, tmp_path / "sub", mistake, fast_only=True)
+    assert not mutants.upstream_shortfalls(rep, mistake), mutants.upstream_shortfalls(rep, mistake)
+    for later in rep["stages"][1:]:
+        (a07,) = [e for e in later["earlier"] if e["stage"] == "a07_bert_mlm"]
+        assert (a07["used"], a07["verdict"]) == ("stand-in", "lost_points"), a07
+
+
+def test_a_lone_later_stage_grades_its_earlier_stages_first_for_the_verdict(tmp_path):
+    """``--stages a08_sentiment``: stages 5 and 7 run first, unscored, only to decide how stage 8 imports them;
+    graded again by the same process (the same files, suites and inputs), their recorded verdicts are used."""
+    from grader.engine import run
+
+    variant = _variant("a07_bert_mlm/config_attribute_loader")
+    sub = mutants.build_alternative(variant.stage, variant.path, tmp_path / "lone-stage-8")
+    first, again = (run.grade(str(sub), stage_ids=["a08_sentiment"], fast_only=True)["stages"][0] for _ in range(2))
+    assert first["score"] == first["max_score"], mutants.failed_feedback(first)[:600]
+    assert [(e["stage"], e["used"], e["verdict_from"]) for e in first["earlier"]] == [
+        ("a05_encoder", "own", "verdict_only"), ("a07_bert_mlm", "own", "verdict_only")]
+    assert [(e["stage"], e["used"], e["verdict_from"]) for e in again["earlier"]] == [
+        ("a05_encoder", "own", "recorded"), ("a07_bert_mlm", "own", "recorded")]
+    assert again["score"] == first["score"] and "same files with the same inputs" in again["earlier"][1]["why"]
+
+
+UPSTREAM_MISTAKES = [(v, m) for v in mutants.upstream() for m in v.mistakes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant, mistake", UPSTREAM_MISTAKES, ids=[f"{v.key}:{m.id}" for v, m in UPSTREAM_MISTAKES])
+def test_every_upstream_variant_with_a_catalogued_mistake_is_charged_in_its_own_stage_only(variant, mistake,
+                                                                                           tmp_path):
+    """Each correct upstream variant with each catalogued mistake re-expressed on it: caught and named in
+    its own stage, full marks in every stage built on it (graded in the same report)."""
+    rep = mutants.grade_upstream(variant, tmp_path / "sub", mistake, fast_only=not mistake.needs_slow)
+    assert not mutants.upstream_shortfalls(rep, mistake), mutants.upstream_shortfalls(rep, mistake)

@@ -5,7 +5,8 @@ sent (a state_dict of parameters only: the `pe` buffers are never sent, so the
 student's own positional table is used), runs them and returns only data:
 tensors, numbers, strings, and lists/dicts of those. No expected value lives
 here; every comparison happens in the trusted process. While stage 6 is graded
-`a05_encoder` is a stand-in, so only the contract names of stage 5 are used.
+`a05_encoder` is the student's own when stage 5 scored full marks, else a stand-in
+(grader/engine/earlier.py): either way only the contract names of stage 5 are used.
 
 Common arguments
     kind        "DecoderLayer" | "Decoder" | "Seq2SeqTransformer"

@@ -5,9 +5,9 @@ the student's code and returns only data: tensors, numbers, strings, lists and
 dicts of those. No expected value lives here; every comparison happens in the
 trusted process.
 
-While stage 8 is graded, ``a07_bert_mlm`` is the stage-7 stand-in (plus the
-course-provided ``load_pretrained_bert`` of the starter), so the encoder is
-the same whatever the student's stage 7 looks like.
+While stage 8 is graded, ``a07_bert_mlm`` is the student's own stage 7 when it
+scored full marks, else the stage-7 stand-in with the starter's
+``load_pretrained_bert`` (grader/engine/earlier.py): a correct encoder either way.
 
 Common arguments
     encoder     {"init": BertModel kwargs, "path": checkpoint folder}  (pretrained all-MiniLM-L6-v2)
@@ -22,13 +22,13 @@ HEAD = ("classifier.weight", "classifier.bias")  # the contract's names of the c
 
 
 def _encoder(spec):
-    import a07_bert_mlm  # the stand-in module of stage 7
+    import a07_bert_mlm  # the student's correct stage 7, or its stand-in
 
     enc = a07_bert_mlm.BertModel(**spec["init"])
     if spec.get("path"):
         a07_bert_mlm.load_pretrained_bert(enc, spec["path"])
     elif spec.get("state_dict") is not None:
-        enc.load_state_dict(spec["state_dict"])
+        enc.load_state_dict(spec["state_dict"], strict=False)  # a correct stage 7 of the student's keeps its buffers
     return enc
 
 

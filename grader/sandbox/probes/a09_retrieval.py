@@ -1,7 +1,7 @@
 """Worker-side probes for stage 9 (a09_retrieval, bonus).
 
-The encoder is the stage-7 stand-in ``a07_bert_mlm.BertModel`` loaded with
-the pretrained all-MiniLM-L6-v2 files by the course-provided
+The encoder is ``a07_bert_mlm.BertModel`` (the student's own when stage 7 scored
+full marks, else the stand-in) loaded with the pretrained all-MiniLM-L6-v2 files by
 ``load_pretrained_bert``; the tokenizer is ``tokenizers.Tokenizer.from_file``
 of the checkpoint's tokenizer.json (a fresh one for every call, so one call's
 settings cannot leak into the next). Probes return only data; no expected
@@ -22,7 +22,7 @@ def _model(encoder):
     """The pretrained encoder, built once per worker (the probes never train it), in eval mode."""
     key = (encoder["path"], tuple(sorted(encoder["init"].items())))
     if key not in _MODELS:
-        import a07_bert_mlm  # the stand-in module of stage 7
+        import a07_bert_mlm  # the student's correct stage 7, or its stand-in
 
         _MODELS[key] = a07_bert_mlm.load_pretrained_bert(a07_bert_mlm.BertModel(**encoder["init"]),
                                                          encoder["path"])
@@ -51,7 +51,8 @@ def embed(mod, encoder, tokenizer_path, sentences, batch_size=None):
     handle = model.register_forward_pre_hook(record, with_kwargs=True)
     try:
         kwargs = {} if batch_size is None else {"batch_size": batch_size}
-        out = mod.embed_sentences(model, _tokenizer(tokenizer_path), list(sentences), **kwargs)
+        out = mod.embed_sentences(model, _tokenizer(tokenizer_path), sentences, **kwargs)  # the list as sent:
+        # the worker checks it comes back unchanged
     finally:
         handle.remove()
     return {"embeddings": data(out), "shapes": shapes}
@@ -63,8 +64,8 @@ def retrieve(mod, encoder, tokenizer_path, documents, queries, k):
     returns {"scores": (Q, k), "indices": (Q, k)} or {"bad_return": ...}
     """
     model = _model(encoder)
-    docs = mod.embed_sentences(model, _tokenizer(tokenizer_path), list(documents))
-    qs = mod.embed_sentences(model, _tokenizer(tokenizer_path), list(queries))
+    docs = mod.embed_sentences(model, _tokenizer(tokenizer_path), documents)
+    qs = mod.embed_sentences(model, _tokenizer(tokenizer_path), queries)
     out = mod.top_k(qs, docs, k)
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         return {"bad_return": type(out).__name__}

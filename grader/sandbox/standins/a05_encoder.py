@@ -1,9 +1,9 @@
 """Stand-in for stage 5 (a05_encoder), used while stages 6-7 are graded.
 
-A student's stage-5 mistakes are charged once, in stage 5: when a later stage
-imports ``a05_encoder`` the worker gives it the student's own module (or the
-starter's, if theirs cannot be imported) with the contract names below replaced
-by these. It follows the contract of
+A student's stage-5 mistakes are charged once, in stage 5: when stage 5 lost
+points and a later stage imports ``a05_encoder``, the worker gives it the
+student's own module (or the starter's, if theirs cannot be imported) with the
+contract names below replaced by these (grader/engine/earlier.py). It follows the contract of
 ``shared/spec/course-api.md`` (names, submodule names, parameter names and
 shapes, masks True = may attend, fully masked rows -> zero weights and zero
 context, dropout on the weights, ``attn_weights`` (B, h, m, n) detached and

@@ -1,13 +1,13 @@
 """Stand-in for stage 7 (a07_bert_mlm), used while stages 8-9 are graded.
 
-A student's stage-7 mistakes are charged once, in stage 7: when a later stage
-imports ``a07_bert_mlm`` the worker gives it the student's own module (or, if
-that cannot be imported, the starter's, so the course-provided
-``load_pretrained_bert`` is there) with the contract names below replaced by
-these. They follow ``shared/spec/course-api.md``: the same
-submodule and parameter names (``embeddings.word_embeddings``, ``embeddings.norm``,
-``layers.i.self_attn.w_q`` ..., ``mlm_head.decoder`` tied to the word
-embeddings), attention_mask (B, n) 1/True at real tokens, exact GELU, LayerNorm
+A student's stage-7 mistakes are charged once, in stage 7: when stage 7 lost
+points and a later stage imports ``a07_bert_mlm``, the worker gives it the
+student's own module (or, if that cannot be imported, the starter's) with the
+contract names below replaced by these and the course-provided
+``load_pretrained_bert`` by the starter's (see grader/engine/earlier.py). They
+follow ``shared/spec/course-api.md``: the same submodule and parameter names
+(``embeddings.word_embeddings``, ``embeddings.norm``, ``layers.i.self_attn.w_q`` ...,
+``mlm_head.decoder`` tied to the word embeddings), attention_mask (B, n) 1/True at real tokens, exact GELU, LayerNorm
 eps 1e-12. They are assembled from torch's own pieces (``nn.Embedding``,
 ``nn.LayerNorm``, ``F.cross_entropy``, ``torch.bernoulli``) and the stage-5
 stand-in's ``EncoderLayer`` (itself ``F.scaled_dot_product_attention``), never

@@ -2,7 +2,8 @@
 
 A stage 9 may reuse the student's own stage-8 ``mean_pool``; a mistake there
 (averaging over padding, say) is charged once, in stage 8: while stage 9 is
-graded the contract names below replace the student's. They follow
+graded after a stage 8 that lost points, the contract names below replace the
+student's (grader/engine/earlier.py). They follow
 ``shared/spec/course-api.md`` (mean over real tokens and zeros for a row with
 none; the classifier's submodules ``encoder``, ``dropout``, ``classifier``;
 AdamW and per-example mean losses; eval mode and no gradients in ``predict``)
