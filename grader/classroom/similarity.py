@@ -24,7 +24,7 @@ of its own: it chooses what to compare, reads the numbers and shows them.
   ``FLAG`` or more. Pairs are ranked over all stages by the number of flagged
   stages, then their highest score, then the mean over the stages both handed in.
 
-Parameters, measured on ``grader.authoring.similarity_fixture`` (per stage the
+Parameters, measured on ``tests/fixtures/similarity_class.py`` (per stage the
 reference and the correct alternatives of ``tests/alternatives/`` as independent
 authors; copies of them renamed, reordered, restyled, all three, or with one
 function taken from another author; the classes of seeds 0-19: 1310 copied and

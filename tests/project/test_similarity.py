@@ -1,6 +1,6 @@
 """The class similarity report (grader/classroom/similarity.py, copydetect) on a generated class.
 
-The class is ``grader.authoring.similarity_fixture`` (seed 0): per stage the
+The class is ``tests/fixtures/similarity_class.py`` (seed 0): per stage the
 reference and each alternative of ``tests/alternatives/`` as independent
 authors, two students who handed in the starter, copiers of the independent
 students (renamed, reordered, restyled, all three, one function taken from
@@ -44,11 +44,11 @@ import pytest
 from test_html_reports import chromium, dump_dom  # noqa: F401 - the fixture, and the one browser check
 
 from grader import cli
-from grader.authoring import similarity_fixture as fx
 from grader.classroom import similarity as sm
 from grader.classroom.batch import discover
 from grader.classroom.gradebook import Gradebook, default_url
 from grader.engine import stages
+from tests.fixtures import similarity_class as fx
 
 pytestmark = pytest.mark.xdist_group("similarity")  # one class and one report for the whole file
 CHOSEN = list(stages.all_stages())
