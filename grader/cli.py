@@ -86,11 +86,7 @@ def cmd_classroom(args) -> int:
 
 def cmd_batch(args) -> int:
     from grader.classroom import batch  # start-up; classroom/ is not in the student bundle
-    code = batch.main(args)
-    if code != 0 or not args.similarity:
-        return code
-    return cmd_similarity(argparse.Namespace(out_dir=args.out, submissions=args.submissions_dir,
-                                             reference=args.reference, stages=args.stages, gradebook=args.gradebook))
+    return batch.main(args)
 
 
 def cmd_similarity(args) -> int:

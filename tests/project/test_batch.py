@@ -26,7 +26,7 @@ import pytest
 from conftest import ROOT, quiet_console
 
 from grader.authoring import mutants
-from grader.classroom import batch
+from grader.classroom import batch, discovery
 from grader.classroom.gradebook import Gradebook
 from grader.engine import report as report_mod
 from grader.engine import stages
@@ -455,14 +455,14 @@ def test_discovery_names_and_guards(tmp_path):
     (subs / "zoe.zip").write_bytes(b"")
     (subs / "bo.ipynb").write_text("{}")
     (subs / "notes.pdf").write_text("")
-    jobs, ignored = batch.discover(subs)
+    jobs, ignored = discovery.discover(subs)
     assert [(j.id, j.format) for j in jobs] == [("Amy Lee", "folder"), ("amy", "folder"), ("bo", "notebook"),
                                                 ("zoe", "folder"), ("zoe.zip", "zip")]
     assert [j.slug for j in jobs] == ["Amy_Lee", "amy", "bo", "zoe", "zoe.zip"]
     assert ignored == ["notes.pdf"]
     # outputs inside the submissions folder are not a submission
     (subs / "out").mkdir()
-    assert "out" not in [j.id for j in batch.discover(subs, exclude=[subs / "out"])[0]]
+    assert "out" not in [j.id for j in discovery.discover(subs, exclude=[subs / "out"])[0]]
     # a folder that would hide the grader's own scratch space is refused (exit 2)
     assert batch.run_batch("/tmp", out=tmp_path / "o", console=quiet_console()) == 2
     assert batch.run_batch(tmp_path / "nope", out=tmp_path / "o", console=quiet_console()) == 2

@@ -45,7 +45,7 @@ from test_html_reports import chromium, dump_dom  # noqa: F401 - the fixture, an
 
 from grader import cli
 from grader.classroom import similarity as sm
-from grader.classroom.batch import discover
+from grader.classroom.discovery import discover
 from grader.classroom.gradebook import Gradebook, default_url
 from grader.engine import stages
 from tests.fixtures import similarity_class as fx
