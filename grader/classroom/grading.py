@@ -7,12 +7,13 @@ the next run grades the rest.
 """
 from __future__ import annotations
 
+import platform
 import signal
 import time
 from dataclasses import dataclass
 from itertools import chain
 
-from grader.engine import isolation, report, submission
+from grader.engine import isolation, report
 from grader.engine.atomic import write_json
 
 from .discovery import Job
@@ -53,12 +54,23 @@ class Counts:
 
 
 def not_graded_report(job: Job, chosen, error: str) -> dict:
-    """A schema-v1 report for a submission that could not be graded: every stage at zero, the reason."""
+    """A schema-v1 report for a submission that could not be graded: every stage at zero, the reason.
+
+    Built here, beside ``report.assemble``, only until the engine has ``report.not_graded``: assemble
+    would also list numpy/torch/pytest in ``environment``, which this report has never carried."""
     entries = [report.zero_stage(s, "hidden", f"not graded: {error}", f"not graded: {error}") for s in chosen]
-    intake = submission.Intake(id=job.id, path=job.path, folder="", sha256=job.sha256,
-                               format=INTAKE_FORMAT.get(job.format, job.format))
-    rep = report.assemble(intake, "hidden", entries, [error],
-                          isolation.Isolation.choose("auto", allow_readable_secrets=True).describe(), 0.0)
+    core = [e for e in entries if not e.get("bonus")]
+    bonus = [e for e in entries if e.get("bonus")]
+    rep = {"schema_version": 1, "kind": "hidden",
+           "submission": {"id": job.id, "path": job.path, "sha256": job.sha256,
+                          "format": INTAKE_FORMAT.get(job.format, job.format)},
+           "score": 0.0, "max_score": report.exact_sum(e["max_score"] for e in core), "stages": entries,
+           "errors": [error], "isolation": isolation.Isolation.choose("auto", allow_readable_secrets=True).describe(),
+           "environment": {"python": platform.python_version(), "platform": platform.platform()},
+           "duration_s": 0.0}
+    if bonus:
+        rep["bonus_score"] = 0.0
+        rep["bonus_max_score"] = report.exact_sum(e["max_score"] for e in bonus)
     report.validate(rep)
     return rep
 
