@@ -41,7 +41,7 @@ from pathlib import Path
 
 from grader.engine import isolation, paths, stages
 
-from . import canvas, executors, grades_csv, grading, html_report, late, lateness, similarity, summary, term
+from . import canvas, executors, grades_csv, grading, html_report, late, lateness, summary, term
 from .discovery import discover, fingerprint
 from .gradebook import Gradebook, default_url, redact
 from .grading import Counts, Deferred, Recorder
@@ -219,6 +219,7 @@ def _run_locked(req: Request, console) -> int:
     if status == "interrupted":
         return INTERRUPTED
     if req.similarity:
+        from . import similarity  # start-up and requirements: copydetect (dev) is needed only with --similarity
         return similarity.compare_folder(req.outputs.folder, req.subs, req.chosen, req.references)
     return 0
 
