@@ -34,9 +34,9 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-from grader.authoring import batch_fixture
 from grader.engine import paths
 from grader.engine import stages as all_stages
+from tests.fixtures import batch_class
 
 from . import common
 from .common import (
@@ -353,7 +353,7 @@ def bench_batch(ctx) -> list:
     base = WORK / "batch"
     klass = base / f"class-{count}-{'-'.join(stages)}"
     shutil.rmtree(klass, ignore_errors=True)  # rebuilt every time (a second): the mutant catalogue changes
-    batch_fixture.build(klass, count, stages, seed=0)
+    batch_class.build(klass, count, stages, seed=0)
     made = sorted(p.name for p in klass.iterdir())
     env = user_env(ctx.keep_env)
     repeat = ctx.repeat or (1 if ctx.quick else 2)
@@ -388,7 +388,7 @@ def bench_batch(ctx) -> list:
     results["runs"] = runs
     ratio = results[2]["per_min"] / results[1]["per_min"]
     wall_ratio = results[2]["per_min_wall"] / results[1]["per_min_wall"]
-    notes = [f"{len(made)} submissions from grader.authoring.batch_fixture (reference, starter stubs, "
+    notes = [f"{len(made)} submissions from tests/fixtures/batch_class.py (reference, starter stubs, "
              "catalogued mutants; "
              f"folders, zips, notebooks), stage {', '.join(stages)} (numpy), strict isolation",
              f"figure = submissions/min during grading as the batch prints it; over the whole command "

@@ -1,9 +1,9 @@
 """Command line: ``python -m grader {check,grade,release,gradescope,classroom,batch,collect,similarity}``.
 
-Exit codes: 0 grading ran (whatever the score); 2 usage error or unreadable
-submission; 1 the grader could not grade: the isolation asked for (or, on the
-hidden suites, any at all) is not available, one line on stderr and no report;
-or a bug in the grader itself.
+Exit codes: 0 grading ran (whatever the score); 2 usage error (a bad option, an unknown
+stage) or unreadable submission; 1 the grader could not grade: the isolation asked for
+(or, on the hidden suites, any at all) is not available, one line on stderr and no
+report; or a bug in the grader itself (any other exception, with its trace).
 """
 from __future__ import annotations
 
@@ -86,11 +86,7 @@ def cmd_classroom(args) -> int:
 
 def cmd_batch(args) -> int:
     from grader.classroom import batch  # start-up; classroom/ is not in the student bundle
-    code = batch.main(args)
-    if code != 0 or not args.similarity:
-        return code
-    return cmd_similarity(argparse.Namespace(out_dir=args.out, submissions=args.submissions_dir,
-                                             reference=args.reference, stages=args.stages, gradebook=args.gradebook))
+    return batch.main(args)
 
 
 def cmd_similarity(args) -> int:
@@ -108,10 +104,7 @@ def cmd_collect(args) -> int:
         return 1
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m grader", description="Grade Transformer-course submissions.")
-    sub = p.add_subparsers(dest="command", required=True)
-
+def _add_check(sub) -> None:
     c = sub.add_parser("check", help="run the public tests on your work (default: starter/)")
     c.add_argument("stage", nargs="?", help="a stage id, e.g. a02_softmax, a02 or 2 (default: all)")
     c.add_argument("path", nargs="?", default=str(paths.STARTER), help="folder, .zip or notebook")
@@ -121,6 +114,8 @@ def parser() -> argparse.ArgumentParser:
                         "in $RUNNER_TEMP/public-points.tsv (python -m grader.engine.github_actions adds them up)")
     c.set_defaults(func=cmd_check)
 
+
+def _add_grade(sub) -> None:
     g = sub.add_parser("grade", help="run the hidden suites on one submission (default: solutions/)")
     g.add_argument("submission", nargs="?", default=str(paths.SOLUTIONS))
     g.add_argument("--stages", help="comma-separated stage ids (default: all)")
@@ -137,6 +132,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--quiet", action="store_true", help="no table")
     g.set_defaults(func=cmd_grade)
 
+
+def _add_builds(sub) -> None:
     r = sub.add_parser("release", help="build the student bundle")
     r.add_argument("out_dir")
     r.set_defaults(func=cmd_release)
@@ -151,6 +148,8 @@ def parser() -> argparse.ArgumentParser:
     gc.add_argument("out_dir")
     gc.set_defaults(func=cmd_classroom)
 
+
+def _add_batch(sub) -> None:
     b = sub.add_parser("batch", help="grade every submission in a folder")
     b.add_argument("submissions_dir")
     b.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2)))
@@ -172,6 +171,8 @@ def parser() -> argparse.ArgumentParser:
                    help="with --similarity: earlier submissions or public solutions to compare with (repeatable)")
     b.set_defaults(func=cmd_batch)
 
+
+def _add_similarity(sub) -> None:
     si = sub.add_parser("similarity", help="compare the students' code stage by stage (copydetect); "
                                            "writes OUT_DIR/html/similarity.html and OUT_DIR/similarity.csv")
     si.add_argument("out_dir", help="a batch's output folder")
@@ -184,6 +185,8 @@ def parser() -> argparse.ArgumentParser:
     si.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite file in OUT_DIR)")
     si.set_defaults(func=cmd_similarity)
 
+
+def _add_collect(sub) -> None:
     co = sub.add_parser("collect", help="record the HEAD of each student's git clone and when its files were first "
                                         "seen; write what counts to OUT/collected/ for batch")
     co.add_argument("repos_dir", help="a folder of clones (Classroom 50: gh teacher download)")
@@ -194,11 +197,19 @@ def parser() -> argparse.ArgumentParser:
                                      "(default: [classroom] repo_prefix of course.toml)")
     co.add_argument("--pull", action="store_true", help="git pull --ff-only in each clone first (your credentials)")
     co.set_defaults(func=cmd_collect)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m grader", description="Grade Transformer-course submissions.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in (_add_check, _add_grade, _add_builds, _add_batch, _add_similarity, _add_collect):
+        add(sub)
     return p
 
 
 def main(argv=None) -> int:
     from grader.engine.isolation import IsolationUnavailable  # start-up: `--help` imports nothing
+    from grader.engine.stages import UnknownStage  # start-up: `--help` imports nothing
     from grader.engine.submission import UnreadableSubmission  # start-up: `--help` imports nothing
     try:
         args = parser().parse_args(argv)
@@ -212,7 +223,7 @@ def main(argv=None) -> int:
     except UnreadableSubmission as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyError as exc:
+    except UnknownStage as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
     except Exception:  # noqa: BLE001 - anything else is our bug

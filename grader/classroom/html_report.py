@@ -36,7 +36,7 @@ from markupsafe import Markup
 
 from grader.engine.atomic import write_bytes
 
-from .exports import HAS_GRADE
+from .rows import Row, Status
 
 STATUS_COLOUR = {"graded": "#0969da", "outdated": "#9a6700", "pending": "#6e7781", "unreadable": "#cf222e",
                  "passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "timeout": "#9a6700",
@@ -107,18 +107,18 @@ def _student_view(test: dict, reveal_after_due: bool) -> dict:
             "withheld": vis if failed and not shown else ""}
 
 
-def submission_page(row: dict, chosen=(), *, reveal_after_due: bool = False, class_link: bool = False) -> str:
-    """The feedback page of one submission (``row``: job, status, report, error, graded_at)."""
-    rep = row["report"] if row["status"] in HAS_GRADE and row["report"] else None
+def submission_page(row: Row, chosen=(), *, reveal_after_due: bool = False, class_link: bool = False) -> str:
+    """The feedback page of one submission."""
+    rep = row.graded_report
     stages = []
     for s in rep["stages"] if rep else ():
         views = [_student_view(t, reveal_after_due) for t in s["tests"]]
         stages.append({"stage": s, "lost": s["score"] < s["max_score"] - 1e-9,
                        "failing": [v for v in views if v["test"]["status"] != "passed"],
                        "passing": [v for v in views if v["test"]["status"] == "passed"]})
-    return render("student.html", job=row["job"], status=row["status"], error=row["error"],
-                  graded_at=row.get("graded_at"), rep=rep, stages=stages, class_link=class_link,
-                  late=row.get("late") if rep else None,
+    return render("student.html", job=row.job, status=row.status, error=row.error,
+                  graded_at=row.graded_at, rep=rep, stages=stages, class_link=class_link,
+                  late=row.late if rep else None,
                   fraction=_fraction(rep["score"] / rep["max_score"] if rep and rep["max_score"] else 0.0),
                   notes=[e for e in rep.get("errors", []) if e] if rep else [])
 
@@ -138,10 +138,10 @@ def _function_of(test_id: str) -> str:
     return test_id.split("[", 1)[0]
 
 
-def class_stats(rows: list, chosen=()) -> dict:
+def class_stats(rows: list[Row], chosen=()) -> dict:
     """Numbers behind the class report (also handy for tests and notebooks)."""
-    graded = [r for r in rows if r["status"] in HAS_GRADE and r["report"]]
-    stage_ids = [s.id for s in chosen] or sorted({s["id"] for r in graded for s in r["report"]["stages"]})
+    graded = [r for r in rows if r.has_grade]
+    stage_ids = [s.id for s in chosen] or sorted({s["id"] for r in graded for s in r.report["stages"]})
     per_stage = {sid: [] for sid in stage_ids}
     stage_max = {s.id: s.points for s in chosen}
     fails, attempts, names, vis = Counter(), Counter(), {}, {}
@@ -149,7 +149,7 @@ def class_stats(rows: list, chosen=()) -> dict:
     examples = {}
     unfinished = defaultdict(set)         # stage -> students with stubs still raising NotImplementedError
     for r in graded:
-        for s in r["report"]["stages"]:
+        for s in r.report["stages"]:
             stage_max.setdefault(s["id"], s["max_score"])
             if s["id"] in per_stage:
                 per_stage[s["id"]].append(s["score"])
@@ -168,23 +168,23 @@ def class_stats(rows: list, chosen=()) -> dict:
             for fn, t in seen_fail.items():
                 fails[fn] += 1
                 if "NotImplementedError" in (t.get("feedback") or ""):  # a stub left as is: not a mistake
-                    unfinished[s["id"]].add(r["job"].id)
+                    unfinished[s["id"]].add(r.job.id)
                     continue
                 key = f"[{t['status']}] " + diagnosis_key(t.get("feedback", ""))
                 diagnoses[fn][key] += 1
                 examples.setdefault((fn, key), t.get("feedback", ""))
-    totals = [r["report"]["score"] for r in graded]
+    totals = [r.report["score"] for r in graded]
     return {"graded": graded, "stage_ids": stage_ids, "per_stage": per_stage, "stage_max": stage_max,
             "fails": fails, "attempts": attempts, "names": names, "visibility": vis,
             "diagnoses": diagnoses, "examples": examples, "totals": totals, "unfinished": unfinished}
 
 
-def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int = 15) -> str:
+def class_page(rows: list[Row], chosen=(), *, suite: str = "", run_id=None, top: int = 15) -> str:
     """The instructors' report: score distributions, most-failed tests, most frequent mistakes, every submission."""
     st = class_stats(rows, chosen)
     graded, totals, stage_ids = st["graded"], st["totals"], st["stage_ids"]
     total_max = (sum(s.points for s in chosen if not s.bonus) if chosen
-                 else (graded[0]["report"]["max_score"] if graded else 0.0))
+                 else (graded[0].report["max_score"] if graded else 0.0))
     # The plots are markup rendered by our own autoescaped templates: Markup() passes them on unescaped.
     plots = [{"id": "plot-total", "stage": False,
               "svg": Markup(svg_histogram(totals, 0.0, float(total_max or 1), title="total score", bins=10)),
@@ -206,14 +206,10 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
                                    title="share of submissions failing the test"))
     groups = sorted(((count, fn, key) for fn, c in st["diagnoses"].items() for key, count in c.items()),
                     key=lambda g: (-g[0], g[1], g[2]))[:top * 2]
-    students = []
-    for r in rows:
-        rep = r["report"] if r["status"] in HAS_GRADE and r["report"] else None
-        per = {s["id"]: s["score"] for s in rep["stages"]} if rep else {}
-        lt = r.get("late") if rep else None
-        students.append({"job": r["job"], "status": r["status"], "error": r["error"],
-                         "scores": [per.get(sid, 0.0) for sid in stage_ids] if rep else None,
-                         "total": rep["score"] if rep else None, "late": lt})
+    students = [{"job": r.job, "status": r.status, "error": r.error,
+                 "scores": [r.scores.get(sid, 0.0) for sid in stage_ids] if r.has_grade else None,
+                 "total": r.report["score"] if r.has_grade else None, "late": r.late if r.has_grade else None}
+                for r in rows]
     return render("class.html", n_rows=len(rows), n_graded=len(graded), suite=suite, run_id=run_id,
                   now=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                   plots=plots, failed=failed, failed_bars=failed_bars,
@@ -221,16 +217,17 @@ def class_page(rows: list, chosen=(), *, suite: str = "", run_id=None, top: int 
                   diagnoses=[{"count": count, "fn": fn, "name": st["names"].get(fn, fn),
                               "example": st["examples"][(fn, key)]} for count, fn, key in groups],
                   stage_ids=stage_ids, students=students, any_late=any(s["late"] for s in students),
-                  not_graded=[r for r in rows if r["status"] not in HAS_GRADE])
+                  not_graded=[r for r in rows if not r.status.with_scores])
 
 
-def write_all(folder, rows: list, chosen=(), *, suite: str = "", run_id=None, reveal_after_due: bool = False) -> None:
+def write_all(folder, rows: list[Row], chosen=(), *, suite: str = "", run_id=None,
+              reveal_after_due: bool = False) -> None:
     """``folder/<slug>.html`` per submission (pending ones are skipped) and ``folder/class.html``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for r in rows:
-        if r["status"] == "pending":
+        if r.status is Status.PENDING:
             continue
-        write_bytes(str(folder / f"{r['job'].slug}.html"),
+        write_bytes(str(folder / f"{r.job.slug}.html"),
                     submission_page(r, chosen, reveal_after_due=reveal_after_due).encode())
     write_bytes(str(folder / "class.html"), class_page(rows, chosen, suite=suite, run_id=run_id).encode())

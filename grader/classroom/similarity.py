@@ -24,7 +24,7 @@ of its own: it chooses what to compare, reads the numbers and shows them.
   ``FLAG`` or more. Pairs are ranked over all stages by the number of flagged
   stages, then their highest score, then the mean over the stages both handed in.
 
-Parameters, measured on ``grader.authoring.similarity_fixture`` (per stage the
+Parameters, measured on ``tests/fixtures/similarity_class.py`` (per stage the
 reference and the correct alternatives of ``tests/alternatives/`` as independent
 authors; copies of them renamed, reordered, restyled, all three, or with one
 function taken from another author; the classes of seeds 0-19: 1310 copied and
@@ -66,7 +66,6 @@ whose salt is fixed (``write_report``), so a class gives the same figures every 
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import io
 import json
@@ -87,11 +86,11 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from grader.engine import paths, stages, submission
 from grader.engine.atomic import write_bytes
 
-from . import html_report
-from .batch import discover, readable_outputs
-from .executors import Job
-from .exports import safe_cell
+from . import html_report, spreadsheet
+from .discovery import Job, discover
 from .gradebook import Gradebook, default_url, redact
+from .outputs import readable_outputs
+from .spreadsheet import safe_cell
 
 K = 25          # noise threshold: characters of filtered code in a hashed k-gram
 WINDOW = 8      # winnowing window: guarantee threshold = K + WINDOW - 1 = 32
@@ -352,7 +351,7 @@ def _summary(result: Result, out_dir: Path, top: int) -> dict:
 
 
 def write_report(out_dir, jobs, chosen, *, references=(), log=print, top: int = TOP) -> Summary | None:
-    """Compare the submissions ``jobs`` (``batch.discover``'s) and the entries of the folders
+    """Compare the submissions ``jobs`` (``discovery.discover``'s) and the entries of the folders
     ``references`` on the stages ``chosen``; write ``OUT/similarity.csv`` (every stage pair),
     ``OUT/similarity-pairs.csv`` (the ranking) and ``OUT/html/similarity.html``.
 
@@ -394,26 +393,22 @@ def _child() -> int:
 
 def write_pairs_csv(path: Path, pairs) -> None:
     """One row per pair of authors, in the page's order: flagged stages, stages compared, highest, mean."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["rank", "student_a", "student_b", "flagged_stages", "stages_compared", "highest", "highest_stage",
-                "mean"])
+    table = [["rank", "student_a", "student_b", "flagged_stages", "stages_compared", "highest", "highest_stage",
+              "mean"]]
     for n, pair in enumerate(pairs, start=1):
         best = max(pair.matches, key=lambda m: m.score)
-        w.writerow([n, safe_cell(pair.a), safe_cell(pair.b), len(pair.flagged), len(pair.matches),
-                    f"{best.score:.4f}", best.stage, f"{pair.mean:.4f}"])
-    write_bytes(str(path), buf.getvalue().encode())
+        table.append([n, safe_cell(pair.a), safe_cell(pair.b), len(pair.flagged), len(pair.matches),
+                      f"{best.score:.4f}", best.stage, f"{pair.mean:.4f}"])
+    spreadsheet.write(path, table)
 
 
 def write_csv(path: Path, matches) -> None:
     """One row per compared stage pair (pair, stage, sim_a, sim_b, flagged), highest score first."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["student_a", "student_b", "stage", "sim_a", "sim_b", "score", "flagged"])
+    table = [["student_a", "student_b", "stage", "sim_a", "sim_b", "score", "flagged"]]
     for m in sorted(matches, key=lambda m: (-m.score, m.stage, m.a, m.b)):
-        w.writerow([safe_cell(m.a), safe_cell(m.b), m.stage, f"{m.sim_a:.4f}", f"{m.sim_b:.4f}", f"{m.score:.4f}",
-                    int(m.flagged)])
-    write_bytes(str(path), buf.getvalue().encode())
+        table.append([safe_cell(m.a), safe_cell(m.b), m.stage, f"{m.sim_a:.4f}", f"{m.sim_b:.4f}", f"{m.score:.4f}",
+                      int(m.flagged)])
+    spreadsheet.write(path, table)
 
 
 def segments(text: str, ranges: list) -> list:
@@ -484,6 +479,27 @@ def _latest_run(out_dir: Path, url: str | None):
     return runs[-1] if runs else None
 
 
+def compare_folder(out_dir: Path, subs, chosen, references=()) -> int:
+    """Compare the submissions in ``subs`` (and the entries of the ``references`` folders) on the stages
+    ``chosen``, write the outputs into ``out_dir`` and print the top pairs; the exit code (0, 2: a folder
+    is not one, 1: the comparison failed). ``grader similarity`` and ``batch --similarity`` end here."""
+    for folder in [subs, *references]:
+        if not Path(folder).is_dir():
+            print(f"error: {folder} is not a folder of submissions", file=sys.stderr)
+            return 2
+    jobs, _ = discover(Path(subs), exclude=[out_dir])
+    summary = write_report(out_dir, jobs, chosen, references=references, log=lambda line: print(line, file=sys.stderr))
+    if summary is None:
+        return 1
+    print(f"{summary.n_authors} submissions and reference entries compared on "
+          f"{', '.join(s.id for s in chosen)}; a stage pair is flagged at {FLAG:.0%}")
+    for n, row in enumerate(summary.top, start=1):
+        print(f"{n:3}. {row['a']} & {row['b']}: {row['flagged']} of {row['compared']} stages flagged, "
+              f"highest {row['best']:.0%} ({row['best_stage']}), mean {row['mean']:.0%}")
+    print(f"page: {summary.html}\ntables: {summary.csv}, {summary.pairs_csv}")
+    return 0
+
+
 def main(args) -> int:
     """Entry point of ``python -m grader similarity`` (``args`` from grader.cli)."""
     out_dir = Path(args.out_dir).resolve()
@@ -499,25 +515,9 @@ def main(args) -> int:
     if subs is None:
         print(f"error: no batch run recorded in {out_dir} (no gradebook); give --submissions DIR", file=sys.stderr)
         return 2
-    for folder in [subs, *(args.reference or [])]:
-        if not Path(folder).is_dir():
-            print(f"error: {folder} is not a folder of submissions", file=sys.stderr)
-            return 2
     stage_ids = [s for s in (args.stages or "").split(",") if s] or (
         run["stages"].split(",") if run and run.get("stages") else None)
-    chosen = stages.resolve(stage_ids)
-    jobs, _ = discover(Path(subs), exclude=[out_dir])
-    summary = write_report(out_dir, jobs, chosen, references=args.reference or (),
-                           log=lambda line: print(line, file=sys.stderr))
-    if summary is None:
-        return 1
-    print(f"{summary.n_authors} submissions and reference entries compared on "
-          f"{', '.join(s.id for s in chosen)}; a stage pair is flagged at {FLAG:.0%}")
-    for n, row in enumerate(summary.top, start=1):
-        print(f"{n:3}. {row['a']} & {row['b']}: {row['flagged']} of {row['compared']} stages flagged, "
-              f"highest {row['best']:.0%} ({row['best_stage']}), mean {row['mean']:.0%}")
-    print(f"page: {summary.html}\ntables: {summary.csv}, {summary.pairs_csv}")
-    return 0
+    return compare_folder(out_dir, subs, stages.resolve(stage_ids), args.reference or ())
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What can go wrong on the student's side, as seen from the trusted process.
 
-The plugin turns each into a test status of the report (see ``STATUS``).
+The plugin turns each into a test status of the report (each class's ``status``).
 """
 
 
@@ -43,7 +43,3 @@ class WorkerCrashed(StudentProblem):
 
 class ForbiddenCall(StudentProblem):
     status = "failed"
-
-
-class GraderBug(Exception):
-    """Something is wrong with the grader itself (exit code 1)."""

@@ -214,6 +214,10 @@ def get(stage_id: str) -> Stage:
     raise KeyError(stage_id)
 
 
+class UnknownStage(KeyError):
+    """A stage named by the user that is not one of the course's (a usage error, exit code 2)."""
+
+
 def resolve(names) -> list:
     """Stage ids from user input: full ids, ``a03`` or ``3``."""
     stages = all_stages()
@@ -225,7 +229,7 @@ def resolve(names) -> list:
         match = [s for s in stages if s.id == key or s.id.split("_")[0] == key
                  or (key.isdigit() and s.id[1:3] == f"{int(key):02d}")]
         if not match:
-            raise KeyError(f"no stage {key!r}; stages are: {', '.join(s.id for s in stages)}")
+            raise UnknownStage(f"no stage {key!r}; stages are: {', '.join(s.id for s in stages)}")
         chosen.extend(m for m in match if m not in chosen)
     return chosen
 

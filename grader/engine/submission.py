@@ -140,10 +140,6 @@ def intake(path: str, dest: str, submission_id: str | None = None) -> Intake:
     return Intake(id=sid, path=str(path), folder=str(modules), format=fmt, sha256=_hash(modules), errors=errors)
 
 
-def discard(intake_dir: str) -> None:
-    shutil.rmtree(intake_dir, ignore_errors=True)
-
-
 def notebook_alone(path: str, tmp: str) -> str:
     """A loose notebook is graded from a private copy, so that the folder it sits in
     (the class's submissions folder) is not read as part of it."""

@@ -103,24 +103,23 @@ def quiet_console():
 
 
 FAKE_GRADER = textwrap.dedent('''
-    """A stand-in for grader.classroom.executors.grade_path: misbehaves on demand, else a full-marks report."""
+    """A stand-in for grader.classroom.grading_process.grade_path: misbehaves on demand, else a full-marks report."""
     import os, signal, time
-    from grader.classroom import batch
+    from grader.classroom import discovery, grading
     from grader.engine import stages
-    from grader.classroom.executors import Job
 
-    def grade(path, submission_id, stage_ids, hide, suite_hash):
+    def grade(path, submission_id, stage_ids, hide):
         name = os.path.basename(path)
         if name.startswith("raises"):
             raise RuntimeError("boom inside the grader")
         if name.startswith("dies"):
             os.kill(os.getpid(), signal.SIGKILL)
         if name.startswith("hangs"):
-            time.sleep(600)
+            time.sleep(float(os.environ.get("FAKE_HANG_S", "600")))
         time.sleep(float(os.environ.get("FAKE_GRADE_DELAY", "0")))
-        job = Job(submission_id, submission_id, path, "folder")
-        batch.fingerprint(job)
-        rep = batch.not_graded_report(job, stages.resolve(stage_ids), "unused")
+        job = discovery.Job(submission_id, submission_id, path, "folder")
+        discovery.fingerprint(job)
+        rep = grading.not_graded_report(job, stages.resolve(stage_ids), "unused")
         for s in rep["stages"]:
             s.update(status="graded", score=s["max_score"])
             s.pop("message")

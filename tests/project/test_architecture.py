@@ -6,6 +6,7 @@ functions), so an arrow hidden in a function counts like any other.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,57 @@ def test_ruff_passes():
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", str(paths.ROOT)],
                           cwd=paths.ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- docs/ARCHITECTURE.md's table of the wings
+
+def _without_parentheses(text: str) -> str:
+    out, depth = [], 0
+    for ch in text:
+        depth += ch == "("
+        if depth == 0:
+            out.append(ch)
+        depth -= ch == ")" and depth > 0
+    return "".join(out)
+
+
+def _documented() -> dict:
+    """wing -> the names its row of the table lists (descriptions in parentheses left out): modules, and
+    folders with a trailing slash."""
+    rows = {}
+    for line in (paths.ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[0].strip("`").rstrip("/") in WINGS:
+            rows[cells[0].strip("`").rstrip("/")] = set(re.findall(r"`([^`]+)`", _without_parentheses(cells[2])))
+    return rows
+
+
+def _in_the_tree(wing: str) -> set:
+    folder = PACKAGE / wing
+    modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    folders = {f"{p.name}/" for p in folder.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    return modules | folders
+
+
+def test_the_architecture_table_lists_every_module_of_every_wing():
+    """A module (or a folder) added or removed without its line in docs/ARCHITECTURE.md fails here."""
+    table = _documented()
+    assert sorted(table) == sorted(WINGS)
+    for wing in WINGS:
+        listed = {name for name in table[wing] if name.count("/") <= 1}     # templates/github/ is inside templates/
+        missing, stale = _in_the_tree(wing) - listed, listed - _in_the_tree(wing)
+        assert not missing and not stale, \
+            f"{wing}/: not in the table {sorted(missing)}, not in the tree {sorted(stale)}"
+
+
+def test_every_module_has_its_tests_named_in_the_projects_test_index():
+    """tests/project/README.md maps each module of grader/ to the files that test it; each file it names exists."""
+    index = (paths.ROOT / "tests" / "project" / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`([a-z_]+/[a-z_]+/?|cli|__main__)`", index))
+    modules = {m.removeprefix("grader.").replace(".", "/") for m in GRAPH if _wing(m) in WINGS and m.count(".") == 2}
+    folders = {f"{w}/{p.name}/" for w in WINGS for p in (PACKAGE / w).iterdir()
+               if (p / "__init__.py").is_file()}
+    missing = sorted((modules | folders | {"cli", "__main__"}) - named)
+    assert not missing, f"not in tests/project/README.md: {missing}"
+    files = set(re.findall(r"`(test_[a-z0-9_]+\.py)`", index))
+    assert not [f for f in files if not (paths.ROOT / "tests" / "project" / f).is_file()]

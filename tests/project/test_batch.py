@@ -26,7 +26,7 @@ import pytest
 from conftest import ROOT, quiet_console
 
 from grader.authoring import mutants
-from grader.classroom import batch
+from grader.classroom import batch, discovery
 from grader.classroom.gradebook import Gradebook
 from grader.engine import report as report_mod
 from grader.engine import stages
@@ -110,6 +110,26 @@ def comparable(rep: dict) -> dict:
         for t in s["tests"]:
             t.pop("duration_s", None)
     return rep
+
+
+def poll(condition, timeout: float, every: float = 0.2):
+    """``condition()``'s first true value within ``timeout`` seconds, else its last value."""
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value or time.monotonic() >= end:
+            return value
+        time.sleep(every)
+
+
+def alive(processes) -> list:
+    """Those of ``processes`` still running (a zombie is dead: only its parent has not reaped it)."""
+    def running(p):
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+    return [p for p in processes if running(p)]
 
 
 def sqlite_count(db: Path, where: str = "1=1") -> int:
@@ -224,15 +244,17 @@ def test_sigkill_mid_run_then_rerun_loses_and_duplicates_nothing(tmp_path):
     db = out / "gradebook.sqlite"
     proc = subprocess.Popen([PY, "-m", "grader", "batch", str(subs), "--stages", STAGE_ARG, "--workers", "2",
                              "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 600
     descendants = {}
-    while time.monotonic() < deadline and proc.poll() is None and sqlite_count(db) < 1:
+
+    def first_grading_recorded():
         try:
             for p in psutil.Process(proc.pid).children(recursive=True):
                 descendants.setdefault(p.pid, p)
         except psutil.NoSuchProcess:
-            break
-        time.sleep(0.2)
+            return True
+        return proc.poll() is not None or sqlite_count(db) >= 1
+
+    poll(first_grading_recorded, 600)
     assert proc.poll() is None, "the batch finished before it could be killed; the test needs a bigger class"
     done_before = sqlite_count(db)
     assert 1 <= done_before < 3
@@ -242,13 +264,8 @@ def test_sigkill_mid_run_then_rerun_loses_and_duplicates_nothing(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     # its grading processes (and their pytest sessions) die with it
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        alive = [p for p in descendants.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-        if not alive:
-            break
-        time.sleep(0.5)
-    assert not alive, f"left behind after SIGKILL: {[' '.join(p.cmdline())[:100] for p in alive]}"
+    assert poll(lambda: not alive(descendants.values()), 30), \
+        f"left behind after SIGKILL: {[' '.join(p.cmdline())[:100] for p in alive(descendants.values())]}"
     assert not list((out / "reports").glob(".tmp-*")), "no half-written report"
 
     rerun = run_cli(subs, "--stages", STAGE_ARG, "--workers", 2, "--out", out)
@@ -420,17 +437,14 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(tmp_path, fake_grader):
     proc = subprocess.Popen([PY, "-c", code, str(subs), str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     db = out / "gradebook.sqlite"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None and sqlite_count(db) < 2:
-        time.sleep(0.2)
+    poll(lambda: proc.poll() is not None or sqlite_count(db) >= 2, 300)
     assert proc.poll() is None, proc.communicate()[0]
     kids = psutil.Process(proc.pid).children(recursive=True)
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, output
     assert "interrupted" in output
-    time.sleep(1)
-    assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+    assert poll(lambda: not alive(kids), 30), f"left behind after Ctrl-C: {alive(kids)}"
     book = Gradebook(f"sqlite:///{db}")
     (run,) = book.runs()
     done = run["n_graded"]
@@ -455,14 +469,14 @@ def test_discovery_names_and_guards(tmp_path):
     (subs / "zoe.zip").write_bytes(b"")
     (subs / "bo.ipynb").write_text("{}")
     (subs / "notes.pdf").write_text("")
-    jobs, ignored = batch.discover(subs)
+    jobs, ignored = discovery.discover(subs)
     assert [(j.id, j.format) for j in jobs] == [("Amy Lee", "folder"), ("amy", "folder"), ("bo", "notebook"),
                                                 ("zoe", "folder"), ("zoe.zip", "zip")]
     assert [j.slug for j in jobs] == ["Amy_Lee", "amy", "bo", "zoe", "zoe.zip"]
     assert ignored == ["notes.pdf"]
     # outputs inside the submissions folder are not a submission
     (subs / "out").mkdir()
-    assert "out" not in [j.id for j in batch.discover(subs, exclude=[subs / "out"])[0]]
+    assert "out" not in [j.id for j in discovery.discover(subs, exclude=[subs / "out"])[0]]
     # a folder that would hide the grader's own scratch space is refused (exit 2)
     assert batch.run_batch("/tmp", out=tmp_path / "o", console=quiet_console()) == 2
     assert batch.run_batch(tmp_path / "nope", out=tmp_path / "o", console=quiet_console()) == 2

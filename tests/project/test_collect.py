@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, quiet_console
 
-from grader.classroom import batch, collect, exports, term
+from grader.classroom import batch, canvas, collect, term
 from grader.classroom.gradebook import Gradebook, default_url
 
 SEOUL = dt.timezone(dt.timedelta(hours=9))
@@ -343,11 +343,11 @@ def test_canvas_identities_through_either_roster_and_a_roster_it_cannot_read(tmp
     roster = tmp_path / "classroom_roster.csv"      # GitHub Classroom's layout
     roster.write_text('"identifier","github_username","github_id","name"\n"ann@uni.example","ann","11","Ann Lee"\n')
     settings = term.CanvasSettings(export=export, match_column="SIS Login ID", roster=roster)
-    assert exports.identities(settings) == {"ann": {"Student": "Lee, Ann", "ID": "1001", "SIS User ID": "S1001",
+    assert canvas.identities(settings) == {"ann": {"Student": "Lee, Ann", "ID": "1001", "SIS User ID": "S1001",
                                                     "SIS Login ID": "ann@uni.example", "Section": "A"}}
     roster.write_text("who,mail\nann,ann@uni.example\n")
     with pytest.raises(term.TermError, match="neither github_username,identifier nor username,email"):
-        exports.identities(settings)
+        canvas.identities(settings)
 
 
 def test_an_lms_export_with_a_manifest_and_a_broken_manifest(tmp_path, fake_grader):

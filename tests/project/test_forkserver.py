@@ -1,5 +1,9 @@
 """The fork server that starts workers: return codes, restarts, and its own failure."""
+import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from conftest import ROOT
@@ -66,23 +70,59 @@ def test_a_fork_server_dying_under_a_running_worker_costs_that_stage_only(server
         student.softmax([0.0])
 
 
-def test_a_librarys_server_stops_after_the_last_stage_that_needs_it():
-    """The numpy server is not kept through the torch stages (its memory is given back)."""
-    from types import SimpleNamespace
+SERVERS_SEEN = textwrap.dedent('''
+    """Log the numpy fork servers alive while this stage's test runs (their pids)."""
+    import os
+    import psutil
 
-    from grader.engine import plugin
+    def test_log(request):
+        if USES_WORKER:
+            request.getfixturevalue("student")  # the stage's worker: its library's server runs from now on
+        live = sorted(p.pid for p in psutil.Process().children()
+                      if p.cmdline()[-2:-1] == ["numpy"] and "forkserver.py" in " ".join(p.cmdline()))
+        with open(os.environ["SERVERS_LOG"], "a") as f:
+            f.write(f"{os.path.basename(__file__)} {live}\\n")
+''')
 
-    def item(stage_id):
-        return SimpleNamespace(module=SimpleNamespace(__file__=f"/x/tests/hidden/test_{stage_id}.py"))
 
-    for reverse in (False, True):  # stages always run in course order; --reverse-order reverses within each
-        config = SimpleNamespace(getoption=lambda name, r=reverse: r)
-        items = [item(s) for s in ("a05_encoder", "a09_retrieval", "a01_similarity", "a04_positional")]
-        plugin.pytest_collection_modifyitems(config, items)
-        order = [plugin.stage_of(i.module) for i in items]
-        assert order == ["a01_similarity", "a04_positional", "a05_encoder", "a09_retrieval"]
-        assert config._grader_last_of_library == {"numpy": "a04_positional", "torch": "a09_retrieval"}
+def _servers_seen(tmp_path, reverse: bool) -> dict:
+    """Run a grading session (the plugin, the reference solutions) over two numpy stages that use their
+    worker and a torch stage that does not, in course order or reversed: the numpy fork servers each
+    stage's test saw."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for stage_id, uses_worker in (("a01_similarity", True), ("a04_positional", True), ("a05_encoder", False)):
+        (suite / f"test_{stage_id}.py").write_text(f"USES_WORKER = {uses_worker}\n{SERVERS_SEEN}")
+    log = tmp_path / "servers.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=str(ROOT), SERVERS_LOG=str(log))
+    plugins = ["-p", "pytest_jsonreport.plugin", "--json-report", f"--json-report-file={tmp_path / 'report.json'}",
+               "-p", "grader.engine.plugin", "-p", "no:cacheprovider"]
+    done = subprocess.run([sys.executable, "-m", "pytest", *plugins, "-q", f"--rootdir={suite}", "-c", os.devnull,
+                           str(suite), *(["--reverse-order"] * reverse)],
+                          cwd=suite, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [line.split(" ", 1) for line in log.read_text().splitlines()]
+    return {name.removeprefix("test_").removesuffix(".py"): json.loads(pids) for name, pids in lines}
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["course order", "reversed"])
+def test_a_librarys_server_stops_after_the_last_stage_that_needs_it(tmp_path, reverse):
+    """The numpy server serves every numpy stage, then is not kept through the torch stages (its memory is
+    given back); stages run in course order even with --reverse-order (which reverses within each)."""
+    seen = _servers_seen(tmp_path, reverse)
+    assert len(seen["a01_similarity"]) == 1, seen
+    assert seen["a04_positional"] == seen["a01_similarity"], "one numpy server serves both numpy stages"
+    assert seen["a05_encoder"] == [], "the numpy server stopped with the last numpy stage"
+
+
+def test_closing_a_server_stops_it_and_the_next_get_starts_a_fresh_one():
     srv = forkservers.get("numpy", 1)
     forkservers.close("numpy", 1)
-    assert srv.proc.poll() is not None and ("numpy", 1) not in forkservers._servers
+    assert srv.proc.poll() is not None
     forkservers.close("numpy", 1)  # closing twice is harmless
+    fresh = forkservers.get("numpy", 1)
+    try:
+        assert fresh is not srv and fresh.proc.poll() is None
+    finally:
+        forkservers.close("numpy", 1)

@@ -12,7 +12,8 @@ from html.parser import HTMLParser
 import pytest
 
 from grader.classroom import html_report
-from grader.classroom.executors import Job
+from grader.classroom.discovery import Job
+from grader.classroom.rows import Row, Status
 
 EVIL = '<script>alert(1)</script> "quoted" & <b onmouseover="x()">bold</b>'
 
@@ -41,10 +42,8 @@ def _rows():
            "max_score": 2.0, "stages": [{"id": "a01_similarity", "title": f"title {EVIL}", "score": 0.0,
                                          "max_score": 2.0, "status": "graded", "message": f"message {EVIL}",
                                          "tests": tests}], "errors": [f"note {EVIL}"]}
-    graded = {"job": Job(EVIL, 'slug"&<x>', "x", "folder", "0" * 64), "status": "graded", "report": rep,
-              "error": "", "graded_at": None}
-    broken = {"job": Job(f"broken {EVIL}", "broken", "x", "zip"), "status": "unreadable", "report": None,
-              "error": f"bad zip {EVIL}", "graded_at": None}
+    graded = Row(Job(EVIL, 'slug"&<x>', "x", "folder", "0" * 64), Status.GRADED, rep)
+    broken = Row(Job(f"broken {EVIL}", "broken", "x", "zip"), Status.UNREADABLE, error=f"bad zip {EVIL}")
     return graded, broken
 
 

@@ -7,6 +7,7 @@ read from Chromium's log, and a screenshot must not be blank.
 """
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -22,7 +23,8 @@ from conftest import ROOT
 
 from grader.authoring import mutants
 from grader.classroom import html_report
-from grader.classroom.executors import Job
+from grader.classroom.discovery import Job
+from grader.classroom.rows import Row, Status
 
 PY = sys.executable
 STAGES = [s for s in ("a01_similarity", "a02_softmax")   # the numpy stages (a02 while it is being written)
@@ -227,8 +229,7 @@ def test_visibility_rules_exactly():
     rep = {"schema_version": 1, "submission": {"id": "x", "path": "x", "sha256": "0" * 64}, "score": 0.0,
            "max_score": 3.0, "stages": [{"id": "a01_similarity", "title": "t", "score": 0.0, "max_score": 3.0,
                                          "status": "graded", "tests": tests}], "errors": []}
-    row = {"job": Job("x", "x", "x", "folder", "0" * 64), "status": "graded", "report": rep, "error": "",
-           "graded_at": None}
+    row = Row(Job("x", "x", "x", "folder", "0" * 64), Status.GRADED, rep)
     page = html_report.submission_page(row)
     assert "VISIBLE-FEEDBACK-1" in page
     assert "SECRET-FEEDBACK-2" not in page and "hidden test: feedback withheld" in page
@@ -238,7 +239,7 @@ def test_visibility_rules_exactly():
     everything = html_report.class_page([row])
     assert all(f in everything for f in ("VISIBLE-FEEDBACK-1", "SECRET-FEEDBACK-2", "LATER-FEEDBACK-3"))
     assert "<script>alert" not in html_report.submission_page(
-        {**row, "job": Job("<script>alert(1)</script>", "x", "x", "folder")}), "ids are escaped"
+        dataclasses.replace(row, job=Job("<script>alert(1)</script>", "x", "x", "folder"))), "ids are escaped"
 
 
 def test_an_unreadable_submission_has_a_page_that_says_why(graded, chromium, tmp_path):

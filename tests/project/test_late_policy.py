@@ -12,8 +12,8 @@ import textwrap
 import jsonschema
 import pytest
 
-from grader.classroom import batch, late, term
-from grader.classroom.executors import Job
+from grader.classroom import grading, late, term
+from grader.classroom.discovery import Job
 from grader.engine import report, stages
 
 SEOUL = dt.timezone(dt.timedelta(hours=9))
@@ -166,7 +166,7 @@ def test_late_changes_ignore_keeps_the_last_version_handed_in_on_time(tmp_path):
 
 def test_the_late_object_validates_and_a_tampered_one_does_not(tmp_path):
     job = Job("lee", "lee", str(tmp_path), "folder", sha256="0" * 64)
-    full = batch.not_graded_report(job, stages.resolve(STAGES), "unused")
+    full = grading.not_graded_report(job, stages.resolve(STAGES), "unused")
     for s in full["stages"]:
         s.update(status="graded", score=s["max_score"])
         for t in s["tests"]:

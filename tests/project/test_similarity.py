@@ -1,6 +1,6 @@
 """The class similarity report (grader/classroom/similarity.py, copydetect) on a generated class.
 
-The class is ``grader.authoring.similarity_fixture`` (seed 0): per stage the
+The class is ``tests/fixtures/similarity_class.py`` (seed 0): per stage the
 reference and each alternative of ``tests/alternatives/`` as independent
 authors, two students who handed in the starter, copiers of the independent
 students (renamed, reordered, restyled, all three, one function taken from
@@ -41,14 +41,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import quiet_console
 from test_html_reports import chromium, dump_dom  # noqa: F401 - the fixture, and the one browser check
 
 from grader import cli
-from grader.authoring import similarity_fixture as fx
+from grader.classroom import batch
 from grader.classroom import similarity as sm
-from grader.classroom.batch import discover
+from grader.classroom.discovery import discover
 from grader.classroom.gradebook import Gradebook, default_url
 from grader.engine import stages
+from tests.fixtures import similarity_class as fx
 
 pytestmark = pytest.mark.xdist_group("similarity")  # one class and one report for the whole file
 CHOSEN = list(stages.all_stages())
@@ -278,3 +280,20 @@ def test_a_swapped_function_comes_from_the_other_author():
     copy, name = fx.swap_function(texts[names[0]], texts[names[1]], random.Random(3))
     donor = fx._functions(ast.parse(texts[names[1]]))[name]
     assert ast.dump(fx._functions(ast.parse(copy))[name]) == ast.dump(donor)
+
+
+def test_batch_with_similarity_compares_the_class_after_a_finished_run(tmp_path, fake_grader, capsys):
+    """``batch --similarity`` ends with the comparison (``grader similarity``'s), on the stages graded."""
+    subs = tmp_path / "class"
+    for name in ("ann", "bob"):
+        (subs / name).mkdir(parents=True)
+        shutil.copy(stages.get("a01_similarity").solution, subs / name)
+    out = tmp_path / "out"
+    assert batch.run_batch(subs, out=out, stage_ids=["a01_similarity"], target=fake_grader, console=quiet_console(),
+                           similarity=True) == 0
+    assert "2 submissions and reference entries compared on a01_similarity" in capsys.readouterr().out
+    with open(out / "similarity.csv", newline="") as f:
+        (row,) = csv.DictReader(f)
+    assert (row["student_a"], row["student_b"], row["flagged"]) == ("ann", "bob", "1")
+    assert batch.run_batch(subs, out=out, stage_ids=["a01_similarity"], target=fake_grader, console=quiet_console(),
+                           similarity=True, references=(str(tmp_path / "nowhere"),)) == 2

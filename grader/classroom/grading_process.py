@@ -1,0 +1,243 @@
+"""One submission graded in a process of its own, under a wall-clock budget.
+
+Both executors grade each submission this way: the local one on this machine, the Dask one on a
+cluster worker. The process (``python -m grader.classroom.grading_process SPEC``) runs
+:func:`grade_path` (or a test's stand-in, ``target``), its pytest session included, in its own
+process group, and writes its outcome as JSON; :class:`GradingProcess` starts it, kills the group
+when the budget is spent, and reads the outcome. A submission that hangs, crashes or eats memory
+costs only itself. The process dies with the thread that started it (``PR_SET_PDEATHSIG``), so a
+killed batch (or Dask worker) leaves nothing behind grading, and every file it leaves sits in a
+scratch folder of the batch's that is removed with it.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.engine import paths, run, stages, submission
+from grader.engine.atomic import write_json
+from grader.engine.submission import UnreadableSubmission
+
+from .rows import Status
+
+MODULE = "grader.classroom.grading_process"
+DEFAULT_TARGET = f"{MODULE}:grade_path"
+SCRATCH_PREFIX = "grader-batch-"
+
+
+@dataclass
+class Outcome:
+    """What one grading gave: a report, or why there is none."""
+    status: Status               # graded | unreadable | error
+    report: dict | None = None
+    error: str = ""
+    worker: str = ""             # where it ran
+    seconds: float = 0.0         # the grading's own wall clock, where it ran
+    suite_hash: str = ""         # the test suite it really ran with ("" when not known)
+
+
+def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), allow_readable_secrets: bool = False) -> dict:
+    """Grade the submission at ``path`` on the hidden suites; return its schema-v1 report.
+
+    Runs in a grading process, which grades one submission and exits: its pytest session runs
+    right there (``run.grade``'s ``pytest_here``). ``hide`` are paths the student's worker must
+    not read (the class's folder, the outputs). ``allow_readable_secrets``: grade even where the
+    worker cannot be confined (``run.grade``). Raises ``submission.UnreadableSubmission`` when
+    there is nothing to grade.
+    """
+    chosen = stages.resolve(stage_ids)
+    tmp = None
+    target = path
+    try:
+        if os.path.isfile(path) and path.endswith(".ipynb"):
+            tmp = tempfile.mkdtemp(prefix="grader-nb-")
+            target = submission.notebook_alone(path, tmp)
+        rep = run.grade(target, kind="hidden", stage_ids=[s.id for s in chosen], submission_id=submission_id,
+                        hide=tuple(str(h) for h in hide), pytest_here=True,
+                        allow_readable_secrets=allow_readable_secrets)
+        rep["submission"]["path"] = str(path)
+        return rep
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def outcome_of_exception(exc: BaseException) -> tuple[Status, str]:
+    if isinstance(exc, UnreadableSubmission):
+        return Status.UNREADABLE, str(exc)
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return Status.ERROR, f"the grader failed on this submission: {text[-2000:]}"
+
+
+# ---------------------------------------------------------------- the grading process itself
+
+def _import_target(spec: str):
+    module, _, name = spec.partition(":")
+    mod = __import__(module, fromlist=[name])
+    return getattr(mod, name)
+
+
+def _set_pdeathsig(sig=signal.SIGTERM) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent thread dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _grade(spec: dict) -> dict:
+    """The outcome of ``spec``'s grading as JSON: status, report or error, and the suite it ran."""
+    suite = None
+    try:
+        target = spec.get("target", DEFAULT_TARGET)
+        if target == DEFAULT_TARGET:
+            # Same checkout as the batch: no refusal if the tests were edited since it started; the
+            # grading is recorded under the suite it really ran, and the next run catches up.
+            suite = stages.suite_hash(stages.resolve(spec["stage_ids"]))
+        extra = {"allow_readable_secrets": True} if spec.get("allow_readable_secrets") else {}
+        rep = _import_target(target)(spec["path"], spec["submission_id"], spec["stage_ids"], spec["hide"], **extra)
+        result = {"status": Status.GRADED.value, "report": rep}
+    except Exception as exc:  # noqa: BLE001 - whatever happened is this submission's row
+        status, error = outcome_of_exception(exc)
+        result = {"status": status.value, "error": error}
+    result["suite_hash"] = suite
+    return result
+
+
+def child_main(spec_json: str) -> int:
+    """``python -m grader.classroom.grading_process SPEC``: grade one submission, write the outcome as JSON."""
+    spec = json.loads(spec_json)
+
+    def die_with_group(signum, frame):  # the batch died or gave up on us: take the fork servers along
+        try:
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        finally:
+            os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, die_with_group)
+    _set_pdeathsig(signal.SIGTERM)
+    if os.getppid() != spec["parent"]:  # the batch died before we could ask
+        return 3
+    start = time.monotonic()
+    result = _grade(spec)
+    result["seconds"] = round(time.monotonic() - start, 3)
+    write_json(spec["result"], result)
+    return 0
+
+
+# ---------------------------------------------------------------- the side that starts it
+
+def _remove_stale_scratch() -> None:
+    """Scratch folders of batches (or Dask workers) that were killed (their pid is gone)."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        if not name.startswith(SCRATCH_PREFIX):
+            continue
+        pid = name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        path = os.path.join(root, name)
+        try:
+            if not pid.isdigit() or os.stat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def scratch_folder() -> str:
+    """A new scratch folder for grading processes (those of killed batches are removed first).
+
+    Every grading process gets TMPDIR inside it, so that what a killed grading leaves (its intake
+    copy of the student's files, the worker's scratch) is removed with it. 0711: the unprivileged
+    worker must be able to cross it to reach its own scratch folder."""
+    _remove_stale_scratch()
+    folder = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+    os.chmod(folder, 0o711)
+    return folder
+
+
+class GradingProcess:
+    """A grading process, started at once; :meth:`finish` waits for its outcome within a budget.
+
+    ``spec``: ``target`` ("module:function"), ``path``, ``submission_id``, ``stage_ids``, ``hide``,
+    ``allow_readable_secrets``; ``scratch``: a :func:`scratch_folder`; ``worker``: where it runs,
+    for the outcome."""
+
+    def __init__(self, spec: dict, slug: str, scratch: str, worker: str):
+        self.worker = worker
+        self.start = time.monotonic()
+        self.result = os.path.join(scratch, f"{slug}.{threading.get_ident()}.json")
+        self.stderr = self.result + ".stderr"
+        self.tmp = tempfile.mkdtemp(prefix="tmp-", dir=scratch)
+        os.chmod(self.tmp, 0o711)
+        env = dict(os.environ)
+        env["TMPDIR"] = self.tmp
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.ROOT), env.get("PYTHONPATH", "")]))
+        spec = {**spec, "result": self.result, "parent": os.getpid()}
+        with open(self.stderr, "wb") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", MODULE, json.dumps(spec)],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                         env=env, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def kill(self) -> None:
+        """Kill the process and its group (its pytest session, its fork servers)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _failed(self, error: str) -> Outcome:
+        return Outcome(Status.ERROR, error=error, worker=self.worker, seconds=time.monotonic() - self.start)
+
+    def _read(self, code: int) -> Outcome:
+        try:
+            data = json.loads(Path(self.result).read_text())
+        except (OSError, ValueError):
+            tail = Path(self.stderr).read_bytes()[-1500:].decode("utf-8", "replace").strip()
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+            return self._failed(f"the grading process {how} without a result" + (f": {tail}" if tail else ""))
+        return Outcome(Status(data["status"]), report=data.get("report"), error=data.get("error", ""),
+                       worker=self.worker, seconds=time.monotonic() - self.start,
+                       suite_hash=data.get("suite_hash") or "")
+
+    def finish(self, timeout_s: float) -> Outcome:
+        """Wait for the outcome; past ``timeout_s`` seconds kill the grading and say so."""
+        try:
+            try:
+                code = self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                return self._failed(f"grading took longer than {timeout_s:.0f} s and was stopped")
+            return self._read(code)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            for p in (self.result, self.stderr):
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1]))

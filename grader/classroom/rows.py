@@ -1,0 +1,116 @@
+"""A batch's rows: each submission of the class with its latest grading, as every output reads it.
+
+The CSV files, the HTML pages, the late policy and the console summary all take the same
+``Row``s: whether a row comes with scores is one property (``has_grade``), and the grades
+after the late policy one more (``final``), instead of each output picking a dict apart.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from grader.engine.atomic import write_json
+
+from .discovery import Job
+
+
+class Status(str, Enum):
+    """What became of a submission: a grading's outcome, or the row's state in the class."""
+    GRADED = "graded"
+    OUTDATED = "outdated"        # graded with an earlier version of the tests: its scores stand until regraded
+    PENDING = "pending"          # not graded yet (an interrupted run)
+    UNREADABLE = "unreadable"    # nothing to grade in it
+    ERROR = "error"              # the grading failed (hung, crashed, the grader's own failure)
+
+    @property
+    def with_scores(self) -> bool:
+        """A row of this status comes with the scores of a report."""
+        return self in (Status.GRADED, Status.OUTDATED)
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+@dataclass(frozen=True)
+class FinalScores:
+    """A graded row's grades after the late policy (as the tests gave them when there is none)."""
+    stages: dict        # stage id -> score
+    core: float
+    bonus: float
+    total: float        # the course total: core plus bonus, never above the core's maximum
+
+
+@dataclass
+class Row:
+    """One submission of the class with its latest grading (``report``: schema v1, or None)."""
+    job: Job
+    status: Status
+    report: dict | None = None
+    error: str = ""
+    graded_at: str | None = None     # ISO 8601, UTC
+    late: dict | None = None         # the report's ``late`` object, once the late policy applied
+
+    @property
+    def has_grade(self) -> bool:
+        return self.status.with_scores and bool(self.report)
+
+    @property
+    def graded_report(self) -> dict | None:
+        """The report, when the row comes with scores."""
+        return self.report if self.has_grade else None
+
+    @property
+    def scores(self) -> dict:
+        """Stage id -> score as the tests gave it (empty without a grade)."""
+        rep = self.graded_report
+        return {s["id"]: s["score"] for s in rep["stages"]} if rep else {}
+
+    @property
+    def final(self) -> FinalScores | None:
+        """The grades after the late policy; None without a grade."""
+        rep = self.graded_report
+        if rep is None:
+            return None
+        lt = self.late
+        if lt is None:
+            core, bonus, per = rep["score"], rep.get("bonus_score", 0.0), self.scores
+        else:
+            core, bonus = lt["score_after"], lt.get("bonus_after", 0.0)
+            per = {s["id"]: s["score_after"] for s in lt["stages"]}
+        return FinalScores(per, core, bonus, min(rep["max_score"], core + bonus))
+
+
+def _utc_iso(when: dt.datetime | None) -> str | None:
+    if when is None:
+        return None
+    if when.tzinfo is None:  # SQLite keeps no time zone: it was UTC
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.isoformat(timespec="seconds")
+
+
+def current_rows(book, suite: str, jobs: list, reports_dir: Path) -> list[Row]:
+    """Each submission of the folder with its latest grading (``pending`` if none). A grading made
+    with another version of the tests than ``suite`` (the current one) is ``outdated``: its scores
+    stand until the next run grades it again. A report file missing on disk is rewritten from the
+    gradebook."""
+    latest = book.latest([(j.id, j.sha256) for j in jobs])
+    rows = []
+    for job in jobs:
+        g = latest.get((job.id, job.sha256))
+        if g is None:
+            rows.append(Row(job, Status.PENDING, error="not graded yet"))
+            continue
+        rep = g["report"]
+        path = reports_dir / f"{job.slug}.json"
+        if rep is not None and not path.exists():
+            write_json(str(path), rep)
+        status, error = Status(g["status"]), g["error"] or ""
+        if g["suite_hash"] != suite and status is Status.GRADED:
+            status, error = Status.OUTDATED, "graded with an earlier version of the tests; run the batch again"
+        rows.append(Row(job, status, rep, error, _utc_iso(g["graded_at"])))
+    return rows

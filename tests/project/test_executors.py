@@ -1,0 +1,81 @@
+"""Where a batch's gradings run (grader.classroom.executors, grading_process): each in a grading
+process of its own, timed where it runs and stopped past its budget, on this machine or on Dask.
+
+The grading function is the fake one of conftest (``fake_grader``): it sleeps, hangs, raises or
+dies on demand, so what is checked is the executors' own work.
+"""
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import time
+
+import pytest
+from conftest import ROOT, quiet_console
+
+from grader.classroom import batch, executors
+from grader.engine import run, stages
+
+
+def _class(folder, names):
+    folder.mkdir()
+    for n in names:
+        (folder / n).mkdir()
+        shutil.copy(ROOT / "solutions" / "a01_similarity.py", folder / n)
+    return folder
+
+
+def _grades(out) -> dict:
+    with open(out / "grades.csv", newline="") as f:
+        return {row["student"]: row for row in csv.DictReader(f)}
+
+
+def test_the_budget_is_the_stages_limits_and_both_slacks(tmp_path, fake_grader, monkeypatch):
+    """The batch's per-submission budget is ``executors.budget_s``, its slack the named constant SLACK_S
+    (it once said ``+ 90`` beside an unused SLACK_S): with the slack cut, a 20 s hang is stopped at 3 s."""
+    chosen = stages.resolve(["a01_similarity"])
+    monkeypatch.setattr(executors, "SLACK_S", 3 - chosen[0].time_limit_s - run.PYTEST_SLACK_S)
+    monkeypatch.setenv("FAKE_HANG_S", "20")
+    subs, out = _class(tmp_path / "class", ["hangs"]), tmp_path / "out"
+    start = time.monotonic()
+    assert batch.run_batch(subs, out=out, stage_ids=["a01_similarity"], target=fake_grader,
+                           console=quiet_console()) == 0
+    row = _grades(out)["hangs"]
+    assert row["status"] == "error" and "longer than 3 s" in row["error"], row
+    assert time.monotonic() - start < 15
+    assert executors.budget_s(chosen) == chosen[0].time_limit_s + run.PYTEST_SLACK_S + executors.SLACK_S
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                                  silence_logs=40) as cluster:
+        yield cluster.scheduler_address
+
+
+def _on_dask(tmp_path, target, scheduler, names, timeout_s):
+    subs, out = _class(tmp_path / "class", names), tmp_path / "out"
+    console = quiet_console()
+    assert batch.run_batch(subs, out=out, stage_ids=["a01_similarity"], executor="dask", scheduler=scheduler,
+                           target=target, timeout_s=timeout_s, console=console) == 0
+    return console.file.getvalue(), _grades(out)
+
+
+def test_dask_times_each_grading_where_it_runs(tmp_path, fake_grader, monkeypatch, dask_cluster):
+    """Dask gradings once recorded about 0.0 s: the clock started after the result was in."""
+    monkeypatch.setenv("FAKE_GRADE_DELAY", "2")
+    said, grades = _on_dask(tmp_path, fake_grader, dask_cluster, ["ok"], 60)
+    seconds = float(re.search(r"graded ok: 8/8 \((\d+\.\d) s\)", said).group(1))
+    assert 2 <= seconds < 30, said
+    assert grades["ok"]["status"] == "graded"
+
+
+def test_dask_stops_a_grading_past_its_budget(tmp_path, fake_grader, monkeypatch, dask_cluster):
+    """Dask once ignored the batch's per-submission budget (``timeout_s``)."""
+    monkeypatch.setenv("FAKE_HANG_S", "40")
+    start = time.monotonic()
+    _, grades = _on_dask(tmp_path, fake_grader, dask_cluster, ["hangs"], 4)
+    assert grades["hangs"]["status"] == "error" and "longer than 4 s" in grades["hangs"]["error"], grades
+    assert time.monotonic() - start < 30
