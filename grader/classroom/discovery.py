@@ -17,7 +17,8 @@ from pathlib import Path
 from grader.engine import submission
 
 SKIP_NAMES = {"__MACOSX", "__pycache__", ".ipynb_checkpoints"}
-_ORDER = {"folder": 0, "zip": 1, "notebook": 2}   # of two entries with one name, which keeps it
+Format = submission.Format
+_ORDER = {Format.FOLDER: 0, Format.ZIP: 1, Format.NOTEBOOKS: 2}   # of two entries with one name, which keeps it
 
 
 @dataclass
@@ -26,9 +27,12 @@ class Job:
     id: str            # the student's id (folder / zip / notebook name)
     slug: str          # file-name-safe id for OUT/reports/<slug>.json and OUT/html/<slug>.html
     path: str          # absolute path of what was handed in
-    format: str        # folder | zip | notebook
+    format: Format     # a folder, a zip, or one notebook
     sha256: str = ""   # of the normalised stage modules (same as the report's), or of the raw bytes
     unreadable: str = ""  # why intake refused it (empty when readable)
+
+    def __post_init__(self):
+        self.format = Format(self.format)  # from JSON (a similarity worker's request) it comes as its value
 
 
 def _slug(sid: str) -> str:
@@ -42,14 +46,12 @@ def _entries(folder: Path, excluded: set) -> tuple[list, list]:
         name = entry.name
         if name.startswith(".") or name in SKIP_NAMES or os.path.realpath(entry) in excluded:
             continue
-        if entry.is_dir():
-            found.append((name, "folder", entry))
-        elif entry.is_file() and name.endswith(".zip"):
-            found.append((name[:-4], "zip", entry))
-        elif entry.is_file() and name.endswith(".ipynb"):
-            found.append((name[:-6], "notebook", entry))
-        else:
+        try:
+            fmt = Format.of(entry)
+        except submission.UnreadableSubmission:
             ignored.append(name)
+            continue
+        found.append((name if fmt is Format.FOLDER else entry.stem, fmt, entry))
     found.sort(key=lambda t: (t[0], _ORDER[t[1]]))
     return found, ignored
 
@@ -86,7 +88,7 @@ def fingerprint(job: Job) -> None:
     tmp = tempfile.mkdtemp(prefix="grader-intake-")
     try:
         target = job.path
-        if job.format == "notebook":
+        if job.format is Format.NOTEBOOKS:
             target = submission.notebook_alone(job.path, tmp)
         intake = submission.intake(target, os.path.join(tmp, "intake"), job.id)
         job.sha256 = intake.sha256

@@ -7,7 +7,6 @@ the next run grades the rest.
 """
 from __future__ import annotations
 
-import platform
 import signal
 import time
 from dataclasses import dataclass
@@ -20,8 +19,6 @@ from .discovery import Job
 from .grading_process import Outcome
 from .outputs import Outputs
 from .rows import Status
-
-INTAKE_FORMAT = {"notebook": "notebooks"}   # a Job's format as the report's submission.format names it
 
 
 @dataclass
@@ -54,23 +51,10 @@ class Counts:
 
 
 def not_graded_report(job: Job, chosen, error: str) -> dict:
-    """A schema-v1 report for a submission that could not be graded: every stage at zero, the reason.
-
-    Built here, beside ``report.assemble``, only until the engine has ``report.not_graded``: assemble
-    would also list numpy/torch/pytest in ``environment``, which this report has never carried."""
-    entries = [report.zero_stage(s, "hidden", f"not graded: {error}", f"not graded: {error}") for s in chosen]
-    core = [e for e in entries if not e.get("bonus")]
-    bonus = [e for e in entries if e.get("bonus")]
-    rep = {"schema_version": 1, "kind": "hidden",
-           "submission": {"id": job.id, "path": job.path, "sha256": job.sha256,
-                          "format": INTAKE_FORMAT.get(job.format, job.format)},
-           "score": 0.0, "max_score": report.exact_sum(e["max_score"] for e in core), "stages": entries,
-           "errors": [error], "isolation": isolation.Isolation.choose("auto", allow_readable_secrets=True).describe(),
-           "environment": {"python": platform.python_version(), "platform": platform.platform()},
-           "duration_s": 0.0}
-    if bonus:
-        rep["bonus_score"] = 0.0
-        rep["bonus_max_score"] = report.exact_sum(e["max_score"] for e in bonus)
+    """The schema-v1 report of a submission that could not be graded: every stage at zero, the reason."""
+    sub = {"id": job.id, "path": job.path, "sha256": job.sha256, "format": job.format.value}
+    rep = report.not_graded(sub, "hidden", chosen, error,
+                            isolation.Isolation.choose("auto", allow_readable_secrets=True).describe()).to_json()
     report.validate(rep)
     return rep
 
@@ -129,7 +113,7 @@ class Recorder:
             job.sha256 = rep["submission"]["sha256"]
         write_json(str(self.outputs.report_of(job)), rep)
         # a grading says which suite it really ran (the tests may be edited during a long batch)
-        self.book.record(self.run_id, student=job.id, path=job.path, fmt=job.format, sha256=job.sha256,
+        self.book.record(self.run_id, student=job.id, path=job.path, fmt=job.format.value, sha256=job.sha256,
                          suite=outcome.suite_hash or self.suite, status=outcome.status.value, error=outcome.error,
                          report=rep if outcome.status is Status.GRADED else None,
                          worker=outcome.worker, duration_s=outcome.seconds)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from grader.engine import report
 from grader.engine.atomic import write_json
+from grader.engine.submission import Format
 
 from . import collect, late
 from .outputs import Outputs
@@ -22,7 +23,7 @@ def _times(row: Row, policy: LatePolicy, book, manifest: dict, stage_ids: list) 
     job = row.job
     if job.id in manifest:
         return {s["id"]: manifest[job.id] for s in row.report["stages"] if s["status"] != "missing"}, {}
-    if job.format == "folder":
+    if job.format is Format.FOLDER:
         return collect.times_for(book, job.id, Path(job.path), policy, stage_ids)
     return {}, {}
 

@@ -120,7 +120,7 @@ def read_modules(job, chosen, log, kind: str = "student", name: str | None = Non
     tmp = tempfile.mkdtemp(prefix="grader-similarity-")
     try:
         target = job.path
-        if job.format == "notebook":
+        if job.format is submission.Format.NOTEBOOKS:
             target = submission.notebook_alone(job.path, tmp)
         folder = Path(submission.intake(target, os.path.join(tmp, "intake"), job.id).folder)
         author = Author(name, kind, job.path)
@@ -363,7 +363,7 @@ def write_report(out_dir, jobs, chosen, *, references=(), log=print, top: int = 
     """
     request = {"out_dir": str(Path(out_dir).resolve()), "stages": [s.id for s in chosen], "top": top,
                "references": [str(Path(r).resolve()) for r in references],
-               "jobs": [{"id": j.id, "slug": j.slug, "path": j.path, "format": j.format,
+               "jobs": [{"id": j.id, "slug": j.slug, "path": j.path, "format": j.format.value,
                          "unreadable": getattr(j, "unreadable", "")} for j in jobs]}
     env = {**os.environ, "PYTHONHASHSEED": HASH_SEED,
            "PYTHONPATH": os.pathsep.join(p for p in (str(paths.ROOT), os.environ.get("PYTHONPATH")) if p)}

@@ -26,6 +26,9 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
+from grader.sandbox import protocol
+from grader.sandbox.protocol import ReplyKind
+
 from . import stages
 
 
@@ -104,7 +107,7 @@ def decide(later: str, stage: str, *, present: bool, statuses: list | None, expe
         return EarlierModule(later, stage, Verdict(recorded[0]), Source.RECORDED, recorded[1])
     if statuses is None or expected == 0 or len(statuses) < expected:
         return EarlierModule(later, stage, Verdict.UNKNOWN, Source.NONE)
-    if load and load.get("ok") is False and load.get("kind") == "load_error":
+    if load and protocol.reply_kind(load) is ReplyKind.LOAD_ERROR:
         text = f"{load.get('type')}: {load.get('message')}"
         return EarlierModule(later, stage, Verdict.NOT_IMPORTABLE, source, " ".join(text.split())[:300])
     passed = sum(s == "passed" for s in statuses)

@@ -2,6 +2,7 @@
 
 The plugin turns each into a test status of the report (each class's ``status``).
 """
+from grader.sandbox.protocol import ReplyKind, reply_kind
 
 
 class StudentProblem(Exception):
@@ -17,12 +18,12 @@ class StudentError(StudentProblem):
         self.mro_names = reply.get("mro", [self.type_name])
         self.message = reply.get("message", "")
         self.where = reply.get("where", "")
-        self.kind = reply.get("kind", "error")
+        self.kind = reply_kind(reply) or ReplyKind.ERROR
         self.what = what
         where = f" (at {self.where})" if self.where else ""
-        if self.kind == "load_error":
+        if self.kind is ReplyKind.LOAD_ERROR:
             text = f"could not import the module: {self.type_name}: {self.message}{where}"
-        elif self.kind == "bad_return":
+        elif self.kind is ReplyKind.BAD_RETURN:
             text = f"{what} returned something that cannot be checked: {self.message}"
         else:
             text = f"{what} raised {self.type_name}: {self.message}{where}"

@@ -69,6 +69,23 @@ class WorkerImportFailed(IsolationUnavailable):
     the grader's environment fails, never the student. A grader error, one line, no report."""
 
 
+# The grader errors that cross from the grading session to run.grade (private/fatal.json), by name.
+GRADER_ERRORS = {"isolation_unavailable": IsolationUnavailable, "confinement_failed": ConfinementFailed,
+                 "worker_import_failed": WorkerImportFailed}
+
+
+def grader_error_to_json(exc: IsolationUnavailable) -> dict:
+    """The error by the name of its nearest class in :data:`GRADER_ERRORS`, and its message."""
+    names = {cls: name for name, cls in GRADER_ERRORS.items()}
+    return {"error": next(names[c] for c in type(exc).__mro__ if c in names), "message": str(exc)}
+
+
+def grader_error_from_json(data: dict) -> IsolationUnavailable:
+    """The error :func:`grader_error_to_json` wrote; anything it cannot name is a failed confinement."""
+    cls = GRADER_ERRORS.get(data.get("error"), ConfinementFailed)
+    return cls(str(data.get("message") or data))
+
+
 @dataclass(frozen=True)
 class Layer:
     applied: bool

@@ -123,16 +123,15 @@ def notebook_to_source(path, name: str | None = None) -> str:
 
 
 def convert(paths: list, dest: Path) -> list:
-    """Write ``aNN_name.py`` into ``dest`` for each notebook; return error lines (one per bad notebook).
-
-    Each error line starts with the notebook's file name, i.e. with its stage id.
-    """
+    """Write ``aNN_name.py`` into ``dest`` for each notebook; return (file name, error line) for each
+    bad notebook, the line starting with the file's name."""
     errors = []
     for path in paths:
         name = Path(path).name
         match = NOTEBOOK.match(name)
         if not match:
-            errors.append(f"{name}: a notebook must be named after its stage, e.g. a03_attention.ipynb; ignored")
+            errors.append((name, f"{name}: a notebook must be named after its stage, e.g. a03_attention.ipynb; "
+                                 "ignored"))
             continue
         try:
             source = notebook_to_source(path, name)
@@ -140,7 +139,7 @@ def convert(paths: list, dest: Path) -> list:
             message = str(exc)
             if not message.startswith(name):
                 message = f"{name}: {message}"
-            errors.append(f"{message} (the stage scores zero)")
+            errors.append((name, f"{message} (the stage scores zero)"))
             continue
         (Path(dest) / f"{match.group(1)}.py").write_text(source, encoding="utf-8")
     return errors

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,7 @@ from .worker_client import StageWorker, StudentModule
 
 FEEDBACK_CHARS = 1200
 _workers: dict = {}
-_fatal: list = []  # why the session stopped as a grader error (private/fatal.txt: the class, then the message)
+_fatal: list = []  # why the session stopped as a grader error (private/fatal.json: isolation.grader_error_to_json)
 
 
 def pytest_addoption(parser):
@@ -66,7 +65,7 @@ def pytest_collection_modifyitems(config, items):
     # the last stage (in running order) of each library: its fork server stops when that stage ends
     config._grader_last_of_library = {}
     for item in items:
-        stage = stages.get(stage_of(item.module))
+        stage = stages.of_suite(item.module.__file__)
         config._grader_last_of_library[stage.library] = stage.id
 
 
@@ -80,7 +79,7 @@ def pytest_collection_finish(session):
 
 
 def stage_of(module) -> str:
-    return Path(module.__file__).stem.removeprefix("test_")
+    return stages.suite_stage_id(module.__file__)
 
 
 def submission_seed(config) -> int:
@@ -117,7 +116,7 @@ def pytest_sessionstart(session):
     iso.shield()
     _fatal.clear()
     _workers.clear()
-    ids = {Path(arg).stem.removeprefix("test_") for arg in config.args}
+    ids = {stages.suite_stage_id(arg) for arg in config.args}
     forkservers.start({s.library for s in stages.all_stages() if s.id in ids}, config.getoption("--threads"))
 
 
@@ -137,7 +136,7 @@ def _work_dir(config) -> str:
 @pytest.fixture(scope="module")
 def student(request):
     config = request.config
-    stage = stages.get(stage_of(request.module))
+    stage = stages.of_suite(request.module.__file__)
     chosen = config.getoption("--isolation-plan")
     if chosen:
         isolation = iso.Isolation.from_json(chosen, extra_hidden=config.getoption("--hide"))
@@ -201,7 +200,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if call.excinfo is not None and isinstance(call.excinfo.value, iso.IsolationUnavailable):
         # a grader error: stop; run.grade raises it (of the same class), no report
-        _fatal.append(f"{type(call.excinfo.value).__name__}\n{call.excinfo.value}")
+        _fatal.append(iso.grader_error_to_json(call.excinfo.value))
         item.session.shouldstop = "grader error"
     if call.when == "call" or (call.when == "setup" and report.failed):
         status, feedback = classify(call.excinfo)
@@ -238,5 +237,5 @@ def pytest_sessionfinish(session):
     with open(os.path.join(work, "private", "stages.json"), "w") as f:
         json.dump(summary, f)
     if _fatal:
-        with open(os.path.join(work, "private", "fatal.txt"), "w") as f:
-            f.write(_fatal[0])
+        with open(os.path.join(work, "private", "fatal.json"), "w") as f:
+            json.dump(_fatal[0], f)

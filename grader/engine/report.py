@@ -3,12 +3,140 @@ from __future__ import annotations
 
 import json
 import platform
+from dataclasses import dataclass, field, fields
+from enum import Enum
 from fractions import Fraction
 from functools import lru_cache
 
+from grader.sandbox import protocol
+from grader.sandbox.protocol import ReplyKind
+
 from . import paths, stages
 
-STATUSES = ("passed", "failed", "error", "timeout", "crashed", "missing")
+
+class TestStatus(str, Enum):
+    """A test's status in the report."""
+    __test__ = False  # not a pytest test class
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    MISSING = "missing"
+
+
+class StageStatus(str, Enum):
+    """A stage's status in the report."""
+    GRADED = "graded"
+    MISSING = "missing"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+
+
+@dataclass
+class TestResult:
+    """One test case of the report (``stages[].tests[]``)."""
+    __test__ = False  # not a pytest test class
+    id: str                   # "a02_softmax::test_x[case]"
+    name: str
+    score: float
+    max_score: float
+    status: TestStatus
+    visibility: str           # visible | hidden | after_due_date (stage.toml)
+    feedback: str
+    duration_s: float
+
+    def to_json(self) -> dict:
+        return {**vars(self), "status": self.status.value}
+
+    @classmethod
+    def from_json(cls, data: dict) -> TestResult:
+        return cls(**{**data, "status": TestStatus(data["status"])})
+
+
+@dataclass
+class StageResult:
+    """One stage of the report (``stages[]``)."""
+    id: str
+    title: str
+    score: float
+    max_score: float
+    status: StageStatus
+    tests: list[TestResult]
+    bonus: bool = False
+    message: str = ""
+    earlier: list[dict] = field(default_factory=list)  # earlier.EarlierModule.to_json(), in course order
+
+    def to_json(self) -> dict:
+        entry = {"id": self.id, "title": self.title, "score": self.score, "max_score": self.max_score,
+                 "status": self.status.value, "tests": [t.to_json() for t in self.tests]}
+        if self.bonus:
+            entry["bonus"] = True
+        if self.message:
+            entry["message"] = self.message
+        if self.earlier:
+            entry["earlier"] = list(self.earlier)
+        return entry
+
+    @classmethod
+    def from_json(cls, data: dict) -> StageResult:
+        return cls(**{**data, "status": StageStatus(data["status"]),
+                      "tests": [TestResult.from_json(t) for t in data["tests"]]})
+
+
+@dataclass
+class Report:
+    """The schema-v1 score report (``grader/engine/schema/report-v1.schema.json``): built here, read
+    with :meth:`from_json` wherever a report comes back from a file, the gradebook or a worker process.
+    ``submission``, ``isolation``, ``environment`` and ``late`` are owned by the modules that make them
+    (submission.Intake, isolation.Isolation.describe, environment(), classroom.late) and kept as JSON."""
+    kind: str                 # hidden | public
+    submission: dict
+    stages: list[StageResult]
+    errors: list[str]
+    isolation: dict
+    environment: dict
+    duration_s: float
+    seed: int | None = None
+    late: dict | None = None
+    schema_version: int = 1
+
+    @property
+    def core(self) -> list[StageResult]:
+        return [s for s in self.stages if not s.bonus]
+
+    @property
+    def bonus(self) -> list[StageResult]:
+        return [s for s in self.stages if s.bonus]
+
+    @property
+    def score(self) -> float:
+        return exact_sum(s.score for s in self.core)
+
+    @property
+    def max_score(self) -> float:
+        return exact_sum(s.max_score for s in self.core)
+
+    def to_json(self) -> dict:
+        data = {"schema_version": self.schema_version, "kind": self.kind, "submission": self.submission,
+                **({"seed": int(self.seed)} if self.seed is not None else {}),
+                "score": self.score, "max_score": self.max_score, "stages": [s.to_json() for s in self.stages],
+                "errors": list(self.errors), "isolation": self.isolation, "environment": self.environment,
+                "duration_s": self.duration_s}
+        if self.bonus:
+            data["bonus_score"] = exact_sum(s.score for s in self.bonus)
+            data["bonus_max_score"] = exact_sum(s.max_score for s in self.bonus)
+        if self.late is not None:
+            data["late"] = self.late
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> Report:
+        """The report in ``data``; its totals are recomputed from its stages (``validate`` checks that
+        they agree with the ones written)."""
+        known = {f.name for f in fields(cls)} - {"stages"}
+        return cls(**{k: v for k, v in data.items() if k in known},
+                   stages=[StageResult.from_json(s) for s in data["stages"]])
 
 
 def environment() -> dict:
@@ -25,109 +153,87 @@ def environment() -> dict:
 
 def _nodeid_parts(nodeid: str):
     """'tests/hidden/test_a02_softmax.py::test_x[case]' -> ('a02_softmax', 'test_x', 'test_x[case]')."""
-    file, _, rest = nodeid.partition("::")
-    stage = file.rsplit("/", 1)[-1].removeprefix("test_").removesuffix(".py")
+    rest = nodeid.partition("::")[2]
     func = rest.split("[", 1)[0].split("::")[-1]
-    return stage, func, rest.split("::")[-1]
+    return stages.suite_stage_id(nodeid), func, rest.split("::")[-1]
 
 
-def stage_results(stage, kind: str, json_tests: list, events: dict, intake_errors: list,
-                  module_present: bool, partial: bool = False) -> dict:
-    """One stage's entry of the report. ``partial``: some tests were deselected on
-    purpose (only the mutant catalogue does this), so ``max_score`` counts only
-    the tests that ran."""
+def stage_results(stage, kind: str, json_tests: list, events: dict, notes: list,
+                  partial: bool = False) -> StageResult:
+    """One stage's entry of the report, from pytest-json-report's tests and the plugin's ``events``
+    (private/stages.json); ``notes``: the intake's lines about the stage's files. ``partial``: some tests
+    were deselected on purpose (only the mutant catalogue does this), so ``max_score`` counts only the
+    tests that ran."""
+    tests = _test_results(stage, kind, json_tests)
+    ev = events.get(stage.id, {})
+    status, message = StageStatus.GRADED, ""
+    if ev.get("timed_out"):
+        status, message = StageStatus.TIMEOUT, f"the stage hit its {stage.time_limit_s:.0f} s time limit"
+    elif ev.get("load", {}).get("ok") is False and ev.get("crashes"):
+        status = StageStatus.CRASHED
+    if ev.get("load") and protocol.reply_kind(ev["load"]) is ReplyKind.LOAD_ERROR:
+        message = f"could not import {stage.id}.py: {ev['load'].get('type')}: {ev['load'].get('message')}"
+    message = "; ".join(filter(None, [message, *notes, *ev.get("events", [])]))
+    return StageResult(stage.id, stage.title, exact_sum(t.score for t in tests),
+                       exact_sum(t.max_score for t in tests) if partial else float(stage.points), status, tests,
+                       bonus=stage.bonus, message=message, earlier=ev.get("earlier", []))
+
+
+def _test_results(stage, kind: str, json_tests: list) -> list[TestResult]:
+    """The stage's test cases, each with its share of its test function's points."""
     points = stage.test_points(kind)
-    mine = [t for t in json_tests if _nodeid_parts(t["nodeid"])[0] == stage.id]
     per_func: dict = {}
-    for t in mine:
-        per_func.setdefault(_nodeid_parts(t["nodeid"])[1], []).append(t)
+    for t in json_tests:
+        owner, func, _ = _nodeid_parts(t["nodeid"])
+        if owner == stage.id:
+            per_func.setdefault(func, []).append(t)
     unknown = sorted(set(per_func) - set(points))
     if unknown:
         raise ValueError(f"{stage.id}: tests {unknown} have no points in stage.toml [{kind}]")
-    tests, score, max_score = [], Fraction(0), Fraction(0)
+    tests = []
     for func, cases in per_func.items():
         share = stages.case_points(points[func], len(cases), f"{stage.toml} [{kind}] {func}")
         for t in cases:
             meta = t.get("metadata", {}).get("grader", {})
             status = meta.get("status") or ("passed" if t["outcome"] == "passed" else "error")
-            if not module_present:
-                status = "missing"
-            feedback = meta.get("feedback", "")
-            if status == "missing" and not feedback:
-                feedback = f"{stage.id}.py was not handed in"
+            status = TestStatus(status) if status in TestStatus._value2member_map_ else TestStatus.ERROR
             duration = sum(t.get(phase, {}).get("duration", 0.0) for phase in ("setup", "call", "teardown"))
-            got = share if status == "passed" else Fraction(0)
-            score, max_score = score + got, max_score + share
-            tests.append({
-                "id": f"{stage.id}::{_nodeid_parts(t['nodeid'])[2]}",
-                "name": meta.get("name", func),
-                "score": float(got),
-                "max_score": float(share),
-                "status": status if status in STATUSES else "error",
-                "visibility": stage.tests(kind)[func].visibility,
-                "feedback": feedback,
-                "duration_s": round(duration, 4),
-            })
-    ev = events.get(stage.id, {})
-    status, message = "graded", ""
-    if not module_present:
-        status, message = "missing", f"{stage.id}.py is not in the submission"
-    elif ev.get("timed_out"):
-        status, message = "timeout", f"the stage hit its {stage.time_limit_s:.0f} s time limit"
-    elif ev.get("load", {}).get("ok") is False and ev.get("crashes"):
-        status = "crashed"
-    if ev.get("load", {}).get("ok") is False and ev["load"].get("kind") == "load_error":
-        message = f"could not import {stage.id}.py: {ev['load'].get('type')}: {ev['load'].get('message')}"
-    notes = [e for e in intake_errors if e.startswith(stage.id)] + ev.get("events", [])
-    if notes:
-        message = "; ".join(filter(None, [message, *notes]))
-    entry = {"id": stage.id, "title": stage.title, "score": float(score),
-             "max_score": float(max_score) if partial else float(stage.points),
-             "status": status, "tests": tests}
-    if stage.bonus:
-        entry["bonus"] = True
-    if message:
-        entry["message"] = message
-    if ev.get("earlier"):  # which earlier modules it imported, the student's own or stand-ins, and why
-        entry["earlier"] = ev["earlier"]
-    return entry
+            tests.append(TestResult(
+                id=f"{stage.id}::{_nodeid_parts(t['nodeid'])[2]}", name=meta.get("name", func),
+                score=float(share) if status is TestStatus.PASSED else 0.0, max_score=float(share), status=status,
+                visibility=stage.tests(kind)[func].visibility,
+                feedback=meta.get("feedback") or (f"{stage.id}.py was not handed in" if status is TestStatus.MISSING
+                                                  else ""),
+                duration_s=round(duration, 4)))
+    return tests
 
 
-def zero_stage(stage, kind: str, feedback: str, message: str) -> dict:
+def zero_stage(stage, kind: str, feedback: str, message: str) -> StageResult:
     """A stage entry in which no test ran: every test at zero with status ``missing`` and the
     same ``feedback``, the stage's ``message`` saying why (not handed in, not graded)."""
-    tests = [{"id": f"{stage.id}::{func}", "name": func, "score": 0.0, "max_score": float(pts),
-              "status": "missing", "visibility": stage.tests(kind)[func].visibility,
-              "feedback": feedback, "duration_s": 0.0}
+    tests = [TestResult(f"{stage.id}::{func}", func, 0.0, float(pts), TestStatus.MISSING,
+                        stage.tests(kind)[func].visibility, feedback, 0.0)
              for func, pts in stage.test_points(kind).items()]
-    entry = {"id": stage.id, "title": stage.title, "score": 0.0, "max_score": float(stage.points),
-             "status": "missing", "message": message, "tests": tests}
-    if stage.bonus:
-        entry["bonus"] = True
-    return entry
+    return StageResult(stage.id, stage.title, 0.0, float(stage.points), StageStatus.MISSING, tests,
+                       bonus=stage.bonus, message=message)
 
 
-def assemble(intake, kind: str, stage_entries: list, errors: list, isolation: dict, duration: float,
-             seed: int | None = None) -> dict:
-    core = [s for s in stage_entries if not s.get("bonus")]
-    bonus = [s for s in stage_entries if s.get("bonus")]
-    report = {
-        "schema_version": 1,
-        "kind": kind,
-        "submission": {"id": intake.id, "path": intake.path, "sha256": intake.sha256, "format": intake.format},
-        **({"seed": int(seed)} if seed is not None else {}),
-        "score": exact_sum(s["score"] for s in core),
-        "max_score": exact_sum(s["max_score"] for s in core),
-        "stages": stage_entries,
-        "errors": errors,
-        "isolation": isolation,
-        "environment": environment(),
-        "duration_s": round(duration, 3),
-    }
-    if bonus:
-        report["bonus_score"] = exact_sum(s["score"] for s in bonus)
-        report["bonus_max_score"] = exact_sum(s["max_score"] for s in bonus)
-    return report
+def assemble(intake, kind: str, stage_entries: list, isolation: dict, duration: float,
+             seed: int | None = None) -> Report:
+    """The report of a grading: the intake's submission and lines, its stages, how it was confined."""
+    return Report(kind=kind, submission={"id": intake.id, "path": intake.path, "sha256": intake.sha256,
+                                         "format": intake.format.value},
+                  stages=stage_entries, errors=intake.lines(), isolation=isolation, environment=environment(),
+                  duration_s=round(duration, 3), seed=seed)
+
+
+def not_graded(submission: dict, kind: str, chosen, error: str, isolation: dict) -> Report:
+    """The report of a submission that could not be graded: every stage at zero, ``error`` as the reason.
+    ``environment`` names only Python and the platform: no package took part."""
+    why = f"not graded: {error}"
+    return Report(kind=kind, submission=submission, stages=[zero_stage(s, kind, why, why) for s in chosen],
+                  errors=[error], isolation=isolation,
+                  environment={"python": platform.python_version(), "platform": platform.platform()}, duration_s=0.0)
 
 
 def exact_sum(numbers) -> float:
@@ -144,14 +250,22 @@ def _validator():
 
 
 def validate(report: dict) -> None:
-    """Raise ``jsonschema.ValidationError`` if the report does not follow schema v1, or if
-    its points do not add up: each stage's score and max_score must be exactly the sums of
+    """Raise ``jsonschema.ValidationError`` if the report does not follow schema v1, if
+    its points do not add up (each stage's score and max_score must be exactly the sums of
     its tests', the report's those of its core stages, bonus_score and bonus_max_score
-    those of its bonus stages. The error names the stage or total that is off."""
+    those of its bonus stages; the error names the stage or total that is off), or if it
+    does not come back whole through :class:`Report` (the types and the schema kept together)."""
     import jsonschema
     _validator().validate(report)
     for message in _sums_that_do_not_add_up(report):
         raise jsonschema.ValidationError(message)
+    try:
+        typed = Report.from_json(report).to_json()
+    except (TypeError, ValueError) as exc:  # a field the types do not have, a status they do not name
+        raise jsonschema.ValidationError(f"the report does not fit report.Report: {exc}") from None
+    if typed != report:
+        raise jsonschema.ValidationError("the report does not round-trip through report.Report: a field the "
+                                         "schema allows is missing from the types, or the other way round")
 
 
 def _sums_that_do_not_add_up(report: dict) -> list:

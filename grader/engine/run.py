@@ -52,41 +52,23 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         if seed is None and kind == "hidden":
             seed = seeds.submission_seed(intake.id)
         handed_in = {s.id for s in stages.all_stages() if os.path.exists(os.path.join(intake.folder, s.module_file))}
-        present = {s.id for s in chosen} & handed_in
-        runnable = [s for s in chosen if s.id in present and s.suite(kind).exists()]
-        # earlier stages the chosen ones import, graded first only to decide whether they are used as written,
-        # unless this process already graded the same files with the same suites and inputs
-        prior, recorded = [], {}
-        for s in earlier.verdict_only(runnable, handed_in):
-            if s.suite(kind).exists():
-                key = RECORDED.key(s, intake.folder, kind, fast_only, seed)
-                if RECORDED.get(key):
-                    recorded[s.id] = RECORDED.get(key)
-                else:
-                    prior.append((s, key))
-        json_tests, events, errors = [], {}, list(intake.errors)
+        runnable = [s for s in chosen if s.id in handed_in and s.suite(kind).exists()]
+        prior, recorded = _earlier_verdicts(runnable, handed_in, intake.folder, kind, fast_only, seed)
+        json_tests, events = [], {}
         if runnable:
             if pytest_here:  # torch's import starts now, beside the session's own start-up
                 forkservers.start({s.library for s in runnable + [s for s, _ in prior]}, threads)
-            json_tests, events, run_errors = _run_pytest(intake.folder, runnable, kind, iso_choice, work,
-                                                         threads, hide, fast_only, reverse_order, pytest_here,
-                                                         intake.id, seed, verdict_only=[s for s, _ in prior],
-                                                         recorded=recorded)
-            errors += run_errors
+            json_tests, events = _run_pytest(intake.folder, runnable, kind, iso_choice, work, threads, hide,
+                                             fast_only, reverse_order, pytest_here, intake.id, seed,
+                                             verdict_only=[s for s, _ in prior], recorded=recorded)
             for s, key in prior:
                 RECORDED.put(key, events.get(s.id, {}).get("verdict"))
-        entries = []
-        for s in chosen:
-            if not s.suite(kind).exists():
-                continue
-            if s.id in present:
-                entries.append(report.stage_results(s, kind, json_tests, events, intake.errors, True,
-                                                    partial=fast_only))
-            else:
-                entries.append(_missing_stage(s, kind, intake.errors))
+        entries = [report.stage_results(s, kind, json_tests, events, intake.notes_about(s.id), partial=fast_only)
+                   if s.id in handed_in else _missing_stage(s, kind, intake.notes_about(s.id))
+                   for s in chosen if s.suite(kind).exists()]
         widest = max(chosen, key=lambda s: (s.memory_mb, s.time_limit_s))
-        result = report.assemble(intake, kind, entries, errors, iso_choice.for_stage(widest).describe(),
-                                 time.monotonic() - start, seed=seed)
+        result = report.assemble(intake, kind, entries, iso_choice.for_stage(widest).describe(),
+                                 time.monotonic() - start, seed=seed).to_json()
         if validate:
             report.validate(result)
         return result
@@ -95,10 +77,24 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _missing_stage(stage, kind, intake_errors=()):
+def _earlier_verdicts(runnable, handed_in, folder, kind, fast_only, seed):
+    """The earlier stages the ``runnable`` ones import, as (stages to grade first, only to decide whether
+    they are used as written, each with its key in RECORDED; verdicts this process already has of the
+    same files with the same suites and inputs, by stage id)."""
+    prior, recorded = [], {}
+    for s in earlier.verdict_only(runnable, handed_in):
+        if s.suite(kind).exists():
+            key = RECORDED.key(s, folder, kind, fast_only, seed)
+            if RECORDED.get(key):
+                recorded[s.id] = RECORDED.get(key)
+            else:
+                prior.append((s, key))
+    return prior, recorded
+
+
+def _missing_stage(stage, kind, notes: list):
     """Every test of a stage whose module was not handed in: status missing, zero.
-    A notebook that could not be read says why here."""
-    notes = [e for e in intake_errors if e.startswith(stage.id)]
+    A notebook that could not be read says why here (``notes``: the intake's lines about the stage)."""
     return report.zero_stage(stage, kind, f"{stage.id}.py was not handed in",
                              "; ".join([f"{stage.id}.py is not in the submission", *notes]))
 
@@ -138,27 +134,26 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
         env.update(iso.MALLOC_ENV)  # read by glibc when the session starts
         proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=paths.ROOT, env=env,
                               capture_output=True, text=True, timeout=budget)
-    fatal = os.path.join(private, "fatal.txt")
-    if os.path.exists(fatal):
-        with open(fatal) as f:
-            kind, _, message = f.read().strip().partition("\n")
-        cls = getattr(iso, kind, None)
-        if not (isinstance(cls, type) and issubclass(cls, iso.IsolationUnavailable)):
-            cls, message = iso.ConfinementFailed, message or kind
-        raise cls(message)
+    fatal = _read_json(os.path.join(private, "fatal.json"))
+    if fatal is not None:
+        raise iso.grader_error_from_json(fatal)
     if not os.path.exists(json_path):
         raise RuntimeError(f"the grading session failed to run:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    with open(json_path) as f:
-        data = json.load(f)
-    errors = []
+    data = _read_json(json_path)
     for collector in data.get("collectors", []):
         if collector.get("outcome") == "failed":
             raise RuntimeError(f"a test file failed to load: {collector.get('longrepr', '')[-2000:]}")
     if data.get("exitcode") not in (0, 1, 5):  # 5: every test deselected (fast_only)
         raise RuntimeError(f"pytest exited with {data.get('exitcode')}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    events_path = os.path.join(private, "stages.json")
-    events = json.load(open(events_path)) if os.path.exists(events_path) else {}
-    return data.get("tests", []), events, errors
+    return data.get("tests", []), _read_json(os.path.join(private, "stages.json")) or {}
+
+
+def _read_json(path: str):
+    """The JSON value in the file at ``path``, or None if there is no such file."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 def _pytest_here(args) -> subprocess.CompletedProcess:

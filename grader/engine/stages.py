@@ -218,6 +218,17 @@ class UnknownStage(KeyError):
     """A stage named by the user that is not one of the course's (a usage error, exit code 2)."""
 
 
+def suite_stage_id(path) -> str:
+    """The stage id a suite is named after: ``tests/hidden/test_a02_softmax.py`` -> ``a02_softmax``
+    (the inverse of :meth:`Stage.suite`; also for a pytest node id's file part)."""
+    return Path(str(path).partition("::")[0]).stem.removeprefix("test_")
+
+
+def of_suite(path) -> Stage:
+    """The stage whose suite (hidden or public) is at ``path`` (KeyError if none is)."""
+    return get(suite_stage_id(path))
+
+
 def resolve(names) -> list:
     """Stage ids from user input: full ids, ``a03`` or ``3``."""
     stages = all_stages()

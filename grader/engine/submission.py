@@ -13,6 +13,7 @@ import shutil
 import stat
 import zipfile
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from . import notebooks  # notebooks are converted into modules, cell tags decide what is code
@@ -27,14 +28,52 @@ class UnreadableSubmission(Exception):
     """The submission cannot be graded at all (exit code 2)."""
 
 
+class Format(str, Enum):
+    """What was handed in (the report's ``submission.format``)."""
+    FOLDER = "folder"
+    ZIP = "zip"
+    NOTEBOOKS = "notebooks"   # one notebook, or a folder of them
+
+    @classmethod
+    def of(cls, path: Path) -> Format:
+        """The format of the submission at ``path``."""
+        if path.is_file() and path.suffix == ".zip":
+            return cls.ZIP
+        if path.is_file() and path.suffix == ".ipynb":
+            return cls.NOTEBOOKS
+        if path.is_dir():
+            return cls.FOLDER
+        raise UnreadableSubmission(f"{path} is neither a folder, a .zip nor a notebook")
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the intake found about one file of the submission (a line of the report's ``errors``)."""
+    file: str             # the file's name, e.g. a03_attention.ipynb
+    text: str             # the whole line, starting with the file's name
+
+    @property
+    def stage(self) -> str | None:
+        """The stage the file is named after (a03_attention), or None."""
+        stem = self.file.rsplit(".", 1)[0]
+        return stem if re.fullmatch(r"a\d\d_[a-z0-9_]+", stem) else None
+
+
 @dataclass
 class Intake:
     id: str
     path: str             # what was handed in
     folder: str           # flat folder of modules to grade
-    format: str
+    format: Format
     sha256: str = ""
-    errors: list = field(default_factory=list)
+    errors: list[Note] = field(default_factory=list)
+
+    def notes_about(self, stage_id: str) -> list[str]:
+        """The lines about the files of one stage."""
+        return [n.text for n in self.errors if n.stage == stage_id]
+
+    def lines(self) -> list[str]:
+        return [n.text for n in self.errors]
 
 
 def _stage_root(root: Path) -> Path:
@@ -100,40 +139,35 @@ def intake(path: str, dest: str, submission_id: str | None = None) -> Intake:
     sid = submission_id or src.name.removesuffix(".zip")
     if not src.exists():
         raise UnreadableSubmission(f"{path} does not exist")
-    errors: list[str] = []
-    if src.is_file() and src.suffix == ".zip":
+    fmt = Format.of(src)
+    if fmt is Format.ZIP:
         unpacked = dest_path / "_unpacked"
         unpacked.mkdir()
         _extract_zip(src, unpacked)
-        root, fmt = _stage_root(unpacked), "zip"
-    elif src.is_file() and src.suffix == ".ipynb":
-        root, fmt = src.parent, "notebooks"
-    elif src.is_dir():
-        root, fmt = _stage_root(src), "folder"
+        root = _stage_root(unpacked)
     else:
-        raise UnreadableSubmission(f"{path} is neither a folder, a .zip nor a notebook")
+        root = src.parent if src.is_file() else _stage_root(src)
 
     modules = dest_path / "modules"
     modules.mkdir()
-    if fmt != "zip" and src.is_file():
-        errors += notebooks.convert([src], modules)
-    else:
-        errors += notebooks.convert(sorted(p for p in root.glob("*.ipynb") if p.is_file()), modules)
+    found = [src] if fmt is Format.NOTEBOOKS else sorted(p for p in root.glob("*.ipynb") if p.is_file())
+    errors = [Note(file, text) for file, text in notebooks.convert(found, modules)]
     for p in sorted(root.glob("*.py")):
         if p.is_symlink() or not p.is_file():
-            errors.append(f"{p.name} is a symbolic link or not a file; ignored")
+            errors.append(Note(p.name, f"{p.name} is a symbolic link or not a file; ignored"))
             continue
         if p.stat().st_size > MAX_FILE_BYTES:
-            errors.append(f"{p.name} is larger than {MAX_FILE_BYTES >> 20} MB; ignored")
+            errors.append(Note(p.name, f"{p.name} is larger than {MAX_FILE_BYTES >> 20} MB; ignored"))
             continue
         data = p.read_bytes()
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            errors.append(f"{p.name} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                          "save it as UTF-8")
+            errors.append(Note(p.name, f"{p.name} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                                       "save it as UTF-8"))
         if (modules / p.name).exists():
-            errors.append(f"{p.name} is given both as a .py file and in a notebook; the .py file is graded")
+            errors.append(Note(p.name, f"{p.name} is given both as a .py file and in a notebook; the .py file "
+                                       "is graded"))
         (modules / p.name).write_bytes(data)
     if not any(STAGE_FILE.match(p.name) for p in modules.iterdir()):
         raise UnreadableSubmission(f"{path} holds no stage module (a01_similarity.py … a09_retrieval.py)")

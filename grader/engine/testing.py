@@ -13,6 +13,8 @@ from functools import cache
 
 import numpy as np
 
+from grader.sandbox.protocol import ReplyKind, failure
+
 from . import paths, seeds
 from .errors import StudentError
 
@@ -388,10 +390,10 @@ def check_sizes(axes, run, check, *, what: str, together: bool = False) -> None:
 
 def _located(exc: StudentError, where: str, cause: str) -> StudentError:
     """The same error of the student's (same status), its message saying at which sizes it came and the usual cause."""
-    if exc.kind != "error":
+    if exc.kind is not ReplyKind.ERROR:
         return exc
-    return StudentError({"kind": exc.kind, "type": exc.type_name, "mro": exc.mro_names, "where": exc.where,
-                         "message": f"{exc.message} ({where}. {cause})"}, exc.what)
+    return StudentError(failure(exc.kind, f"{exc.message} ({where}. {cause})", type=exc.type_name,
+                                mro=exc.mro_names, where=exc.where), exc.what)
 
 
 def in_groups(batch, key, run_group) -> list:

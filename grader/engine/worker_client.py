@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.machinery
 import os
-import select
 import signal
 import struct
 import sys
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 
 from grader.sandbox import protocol
+from grader.sandbox.protocol import ReplyKind
 
 from . import isolation as iso
 from . import paths, testing
@@ -50,7 +50,7 @@ class StageWorker:
         self.static_hits = self._scan()
 
     def _scan(self) -> list:
-        path = os.path.join(self.submission_dir, f"{self.stage.id}.py")
+        path = os.path.join(self.submission_dir, self.stage.module_file)
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 return scan(f.read(), os.path.basename(path), self.stage.forbidden)
@@ -152,29 +152,9 @@ class StageWorker:
         except (BrokenPipeError, OSError):
             self._crashed("while receiving its inputs")
 
-    def _read_exact(self, n: int, deadline: float) -> bytes:
-        chunks, got = [], 0
-        while got < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select([self._r], [], [], left)
-            if not ready:
-                raise TimeoutError
-            chunk = os.read(self._r, min(n - got, 1 << 20))
-            if not chunk:
-                raise EOFError
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
-
     def _read(self, timeout: float, doing: str):
-        deadline = time.monotonic() + max(0.0, timeout)
         try:
-            (length,) = struct.unpack("<Q", self._read_exact(8, deadline))
-            if length > protocol.MAX_MESSAGE_BYTES:
-                raise protocol.ProtocolError(f"a reply of {length} bytes")
-            return protocol.decode(self._read_exact(length, deadline))
+            return protocol.read_message(self._r, deadline=time.monotonic() + max(0.0, timeout))
         except TimeoutError:
             self._kill()
             self.timeouts += 1
@@ -230,12 +210,13 @@ class StageWorker:
         """Send ``msg`` and return the value of the reply; the student's failures raise. ``who``: the
         function (or check) whose inputs must come back unchanged (testing.assert_inputs_unchanged)."""
         load = self.loaded()
-        if not load.get("ok"):
-            if load.get("kind") == "missing":
+        kind = protocol.reply_kind(load)
+        if kind is not None:
+            if kind is ReplyKind.MISSING:
                 raise StudentMissing(load["message"])
-            if load.get("kind") == "forbidden":
+            if kind is ReplyKind.FORBIDDEN:
                 raise ForbiddenCall(f"importing the module failed: {load.get('message')}")
-            self._check_import(load, f"the import of {self.stage.id}.py")
+            self._check_import(load, f"the import of {self.stage.module_file}")
             raise StudentError(load, what)
         self._send(msg)
         left = min(self.stage.call_timeout_s if timeout is None else timeout, self._remaining())
@@ -248,10 +229,10 @@ class StageWorker:
                 testing.assert_inputs_unchanged(who, {"args": msg.get("args", []), "kwargs": msg.get("kwargs", {})},
                                                 reply["changed"])
             return reply.get("value")
-        kind = reply.get("kind")
-        if kind == "missing":
+        kind = protocol.reply_kind(reply)
+        if kind is ReplyKind.MISSING:
             raise StudentMissing(reply["message"])
-        if kind == "grader":
+        if kind is ReplyKind.GRADER:
             raise RuntimeError(f"grader problem: {reply.get('message')}")
         self._check_import(reply, what)
         raise StudentError(reply, what)

@@ -5,7 +5,7 @@ A fresh interpreter per worker paid numpy's import every stage, and torch,
 ``torch._dynamo`` (imported by the first optimizer) and sympy (by
 ``torch.broadcast_shapes``) about 3 CPU-seconds per torch stage. Instead the
 trusted grading session starts one fork server per library it needs
-(:mod:`grader.forkservers`), as a **new interpreter**
+(:mod:`grader.engine.forkservers`), as a **new interpreter**
 (``python -I forkserver.py LIBRARY FD``): never a fork of the session,
 so no hidden test, reference solution or fixture the session has read can be in
 a worker's memory. The server imports only this public package and the library,

@@ -8,13 +8,21 @@ so decoding a message can never run code. Nothing here uses pickle.
 Encodable: None, bool, int, float (incl. inf/nan), str, list, tuple, dict with
 str keys, numpy arrays and scalars of numeric/bool dtype, torch tensors
 (any numeric dtype numpy can hold; bfloat16 is widened to float32).
+
+Replies of the worker (:mod:`grader.sandbox.runtime`) are ``{"ok": True, "value": ...}`` or a
+:func:`failure`, ``{"ok": False, "kind": <ReplyKind>, "message": ...}``; both sides name the kinds
+through :class:`ReplyKind`, never as bare strings.
 """
 from __future__ import annotations
 
 import io
 import json
 import math
+import os
+import select
 import struct
+import time
+from enum import Enum
 
 import numpy as np
 
@@ -23,6 +31,32 @@ MAX_MESSAGE_BYTES = 1 << 30  # a message larger than this is a protocol error
 
 class ProtocolError(Exception):
     """A malformed or oversized message."""
+
+
+class ReplyKind(str, Enum):
+    """Why a worker's reply is not ``ok``. The trusted side turns each into a test status
+    (:mod:`grader.engine.errors`); only ``GRADER`` is the grader's own fault."""
+    ERROR = "error"              # the student's code raised
+    MISSING = "missing"          # the module, or the name asked for, is not in the submission
+    LOAD_ERROR = "load_error"    # importing the student's module failed
+    BAD_RETURN = "bad_return"    # the value returned cannot be sent back (not an array, tensor, number ...)
+    FORBIDDEN = "forbidden"      # the code called something the stage forbids
+    GRADER = "grader"            # the grader asked for something the worker does not have (a bug of ours)
+
+
+def failure(kind: ReplyKind, message: str, **details) -> dict:
+    """A reply that is not ``ok``: its kind, a message, and any details (``type``, ``where``, ...)."""
+    return {"ok": False, "kind": kind.value, "message": message, **details}
+
+
+def reply_kind(reply: dict) -> ReplyKind | None:
+    """The kind of a failed reply (None for an ``ok`` one); an unknown kind counts as ``ERROR``."""
+    if reply.get("ok"):
+        return None
+    try:
+        return ReplyKind(reply.get("kind"))
+    except ValueError:
+        return ReplyKind.ERROR
 
 
 def _torch():
@@ -142,7 +176,6 @@ def decode(data: bytes, *, want_torch: bool = True):
 
 def write_message(fd: int, value) -> None:
     """Write one length-prefixed message to a file descriptor."""
-    import os
     payload = encode(value)
     data = struct.pack("<Q", len(payload)) + payload
     view = memoryview(data)
@@ -151,10 +184,15 @@ def write_message(fd: int, value) -> None:
         view = view[n:]
 
 
-def read_exactly(fd: int, n: int) -> bytes:
-    import os
+def read_exactly(fd: int, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes from ``fd``; ``EOFError`` if the peer closes first, ``TimeoutError`` if
+    ``deadline`` (a ``time.monotonic()`` value) passes first."""
     chunks, got = [], 0
     while got < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
         chunk = os.read(fd, min(n - got, 1 << 20))
         if not chunk:
             raise EOFError("peer closed the pipe")
@@ -163,9 +201,10 @@ def read_exactly(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_message(fd: int):
-    """Read one message written by :func:`write_message` (blocking)."""
-    (length,) = struct.unpack("<Q", read_exactly(fd, 8))
+def read_message(fd: int, deadline: float | None = None):
+    """Read one message written by :func:`write_message`: blocking, or until ``deadline``
+    (``time.monotonic()``), then ``TimeoutError``."""
+    (length,) = struct.unpack("<Q", read_exactly(fd, 8, deadline))
     if length > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"message of {length} bytes is over the limit")
-    return decode(read_exactly(fd, length))
+    return decode(read_exactly(fd, length, deadline))

@@ -10,9 +10,9 @@ Requests (dicts):
   {"op": "call", "name", "args", "kwargs"}   call a module attribute
   {"op": "probe", "name", "kwargs"}      run probes/<stage>.py::<name>(module, **kwargs)
   {"op": "time_call", "name", "args", "kwargs", "repeat"}   best wall time of a call, seconds
-Replies: {"ok": True, "value": ..., "forbidden": [...]} or
-         {"ok": False, "kind": "error|missing|load_error|bad_return|forbidden", ...}; a failure that
-         is an ImportError also carries "import" (:meth:`Worker._import_failure`)
+Replies: {"ok": True, "value": ..., "forbidden": [...]} or a ``protocol.failure`` whose kind is a
+         ``protocol.ReplyKind``; a failure that is an ImportError also carries "import"
+         (:meth:`Worker._import_failure`)
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ import numpy as np
 
 from . import forbid, protocol
 from .forbid import ForbiddenCall
+from .protocol import ReplyKind, failure
 
 OUTPUT_CAP = 64 * 1024
 _STAGE_MODULE = re.compile(r"a\d\d_\w+")
@@ -168,25 +169,24 @@ class Worker:
         self.guard = forbid.install(self.student_dir, self.forbidden)
         path = os.path.join(self.student_dir, f"{self.stage}.py")
         if not os.path.exists(path):
-            return {"ok": False, "kind": "missing", "message": f"{self.stage}.py is not in the submission"}
+            return failure(ReplyKind.MISSING, f"{self.stage}.py is not in the submission")
         self._assemble_earlier()
         try:
             self.module = importlib.import_module(self.stage)
         except SyntaxError as exc:
-            return {"ok": False, "kind": "load_error", "type": "SyntaxError",
-                    "message": f"{self.stage}.py line {exc.lineno}: {exc.msg}"}
+            return failure(ReplyKind.LOAD_ERROR, f"{self.stage}.py line {exc.lineno}: {exc.msg}", type="SyntaxError")
         except ImportError as exc:
-            failure = self._failure("load_error", exc)
+            reply = self._failure(ReplyKind.LOAD_ERROR, exc)
             if exc.name in self._fallbacks:  # a name of theirs from an earlier stage that could not be imported
-                failure["message"] = (
+                reply["message"] = (
                     f"{self.stage}.py imports {_imported_name(exc)!r} from {exc.name}, but your {exc.name}.py could "
                     f"not be used ({self._fallbacks[exc.name]}). While {self.stage} is graded, {exc.name} is the "
                     f"course's stand-in, which has only the contract names "
                     f"({', '.join(self._course[exc.name][0].CONTRACT_NAMES)}). Fix {exc.name}.py, or define "
                     f"what you need in {self.stage}.py.")
-            return failure
+            return reply
         except BaseException as exc:  # noqa: BLE001 - anything a module does at import time
-            return self._failure("load_error", exc)
+            return self._failure(ReplyKind.LOAD_ERROR, exc)
         names = sorted(n for n in vars(self.module) if not n.startswith("_"))
         return {"ok": True, "value": names}
 
@@ -205,7 +205,7 @@ class Worker:
         if op in ("call", "time_call"):
             fn = self._target(req["name"])
             if fn is None:
-                return {"ok": False, "kind": "missing", "message": f"{self.stage}.{req['name']} is not defined"}
+                return failure(ReplyKind.MISSING, f"{self.stage}.{req['name']} is not defined")
             args, kwargs = req.get("args", []), req.get("kwargs", {})
             if op == "call":
                 return self._run_watching(lambda: fn(*args, **kwargs), args, kwargs, _parameter_names(fn, args))
@@ -213,10 +213,10 @@ class Worker:
         if op == "probe":
             probe = getattr(self.probes, req["name"], None) if self.probes else None
             if probe is None:
-                return {"ok": False, "kind": "grader", "message": f"no probe {req['name']!r} for {self.stage}"}
+                return failure(ReplyKind.GRADER, f"no probe {req['name']!r} for {self.stage}")
             kwargs = req.get("kwargs", {})
             return self._run_watching(lambda: probe(self.module, **kwargs), [], kwargs, [])
-        return {"ok": False, "kind": "grader", "message": f"unknown op {op!r}"}
+        return failure(ReplyKind.GRADER, f"unknown op {op!r}")
 
     def _run_watching(self, thunk, args: list, kwargs: dict, names: list) -> dict:
         """``_run``, and what the call changed of the arrays, tensors and lists it was given: the reply's
@@ -235,21 +235,18 @@ class Worker:
         try:
             value = thunk()
         except BaseException as exc:  # noqa: BLE001 - student code may raise anything, even SystemExit
-            return self._failure("error", exc)
+            return self._failure(ReplyKind.ERROR, exc)
         return {"ok": True, "value": value}
 
-    def _failure(self, kind, exc) -> dict:
+    def _failure(self, kind: ReplyKind, exc) -> dict:
         if isinstance(exc, ForbiddenCall):
-            kind = "forbidden"
+            kind = ReplyKind.FORBIDDEN
         frames = [f for f in traceback.extract_tb(exc.__traceback__)
                   if self.guard is None or self.guard.is_student_file(f.filename)]
         where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
-        reply = {
-            "ok": False, "kind": kind, "type": type(exc).__name__,
-            "mro": [c.__name__ for c in type(exc).__mro__],
-            "message": _safe_str(exc)[:2000], "where": where,
-            "traceback": "".join(traceback.format_list(frames[-5:]))[-4000:],
-        }
+        reply = failure(kind, _safe_str(exc)[:2000], type=type(exc).__name__,
+                        mro=[c.__name__ for c in type(exc).__mro__], where=where,
+                        traceback="".join(traceback.format_list(frames[-5:]))[-4000:])
         if isinstance(exc, ImportError) and isinstance(exc.name, str) and exc.name:
             reply["import"] = self._import_failure(exc)
         return reply
@@ -438,7 +435,6 @@ def serve(worker: Worker, in_fd: int, out_fd: int, config: dict) -> None:
         try:
             protocol.write_message(out_fd, reply)
         except (TypeError, ValueError) as exc:
-            protocol.write_message(out_fd, {
-                "ok": False, "kind": "bad_return", "type": type(exc).__name__,
-                "message": f"the value returned cannot be checked: {exc}",
-                "forbidden": reply["forbidden"], "output": reply["output"]})
+            protocol.write_message(out_fd, failure(
+                ReplyKind.BAD_RETURN, f"the value returned cannot be checked: {exc}", type=type(exc).__name__,
+                forbidden=reply["forbidden"], output=reply["output"]))

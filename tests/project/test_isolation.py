@@ -55,3 +55,17 @@ def test_without_root_privileges_grading_degrades_and_says_so(tmp_path, monkeypa
     assert set(seen["env"]) <= ALLOWED_ENV and "GRADER_TEST_SECRET" not in seen["env"]
     assert seen["cwd_files"] == ["a02_softmax.py"]
     assert seen["trusted_modules"] == []
+
+
+def test_grader_errors_cross_from_the_session_as_json_through_one_table():
+    """The plugin writes a grader error as JSON, run.grade raises it again: same class, same message; a name
+    the table does not hold (a forged or garbled file) is never looked up in a module, it is a failed confinement."""
+    import json
+
+    from grader.engine import isolation as iso
+    for cls in iso.GRADER_ERRORS.values():
+        back = iso.grader_error_from_json(json.loads(json.dumps(iso.grader_error_to_json(cls("why")))))
+        assert type(back) is cls and str(back) == "why"
+    for name in ("Layer", "os", "IsolationUnavailable", None):
+        back = iso.grader_error_from_json({"error": name, "message": "m"})
+        assert type(back) is iso.ConfinementFailed and str(back) == "m"

@@ -144,8 +144,8 @@ def test_convert_keeps_tagged_cells_and_explains_bad_notebooks(tmp_path):
     out.mkdir()
     errors = notebooks.convert([tmp_path / name for name in cases], out)
     assert len(errors) == len(cases) and not list(out.iterdir())
-    for (name, (_, reason)), error in zip(cases.items(), errors):
-        assert error.startswith(name) and reason in error, error
+    for (name, (_, reason)), (file, error) in zip(cases.items(), errors):
+        assert file == name and error.startswith(name) and reason in error, error
 
 
 def test_colab_style_notebook_without_cell_ids_is_read(tmp_path):
@@ -392,3 +392,16 @@ def test_shipped_notebook_holds_no_solution_line(stage_id):
               if len(l.strip()) >= 12 and not l.strip().startswith("#") and l.strip() not in outside}
     shipped = {l.strip() for c in _nb(stage_id).cells if c.cell_type == "code" for l in c.source.splitlines()}
     assert not shipped & secret, f"solution lines in the {stage_id} notebook: {sorted(shipped & secret)[:3]}"
+
+
+def test_intake_notes_belong_to_the_stage_their_file_is_named_after(tmp_path):
+    """A note about a03_attention_v2.py is not a note about a03_attention (matched by file, not by prefix)."""
+    from grader.engine import submission
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "a03_attention.py").write_text("x = 1\n")
+    (folder / "a03_attention_v2.py").write_bytes(b"\xff\xfe not utf-8")
+    got = submission.intake(str(folder), str(tmp_path / "in"))
+    assert got.notes_about("a03_attention") == []
+    assert got.notes_about("a03_attention_v2") and "UTF-8" in got.notes_about("a03_attention_v2")[0]
+    assert got.format is submission.Format.FOLDER and got.lines() == got.notes_about("a03_attention_v2")

@@ -57,3 +57,51 @@ def test_a_pickled_array_is_refused_on_decode():
 def test_a_raw_pickle_is_not_a_message():
     with pytest.raises((protocol.ProtocolError, struct.error)):
         protocol.decode(pickle.dumps({"ok": True}))
+
+
+def test_read_message_waits_until_its_deadline_then_times_out():
+    import os
+    import time
+    r, w = os.pipe()
+    try:
+        protocol.write_message(w, {"ok": True, "value": 1})
+        assert protocol.read_message(r, deadline=time.monotonic() + 5) == {"ok": True, "value": 1}
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            protocol.read_message(r, deadline=start + 0.2)
+        assert 0.15 < time.monotonic() - start < 5
+        os.write(w, struct.pack("<Q", 100) + b"half")  # a message cut short by a worker that hangs
+        with pytest.raises(TimeoutError):
+            protocol.read_message(r, deadline=time.monotonic() + 0.2)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_read_message_says_eof_when_the_peer_is_gone():
+    import os
+    r, w = os.pipe()
+    os.close(w)
+    with pytest.raises(EOFError):
+        protocol.read_message(r, deadline=None)
+    os.close(r)
+
+
+def test_reply_kinds_round_trip_and_unknown_kinds_are_errors():
+    for kind in protocol.ReplyKind:
+        reply = protocol.decode(protocol.encode(protocol.failure(kind, "why", type="ValueError")))
+        assert protocol.reply_kind(reply) is kind and reply["message"] == "why" and reply["type"] == "ValueError"
+    assert protocol.reply_kind({"ok": True, "value": 3}) is None
+    assert protocol.reply_kind({"ok": False, "kind": "something else"}) is protocol.ReplyKind.ERROR
+
+
+def test_every_reply_kind_the_worker_sends_is_named_in_the_protocol():
+    """runtime.py builds its failures only through protocol.failure with a ReplyKind, never a bare string."""
+    import ast
+    import inspect
+
+    from grader.sandbox import runtime
+    tree = ast.parse(inspect.getsource(runtime))
+    bare = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Dict)
+            and any(isinstance(k, ast.Constant) and k.value == "kind" for k in node.keys)]
+    assert bare == [], f"runtime.py builds replies by hand at lines {bare}"
