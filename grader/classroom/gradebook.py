@@ -60,6 +60,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from grader.engine.report import Report
+
 SCHEMA_VERSION = 1
 FINAL_STATUSES = ("graded", "unreadable")   # a grading with these is not redone for the same sha256 + suite
 metadata = MetaData()
@@ -293,26 +295,23 @@ class Gradebook:
                       "suite_hash": suite, "graded_at": now(), "status": status, "error": error or None,
                       "worker": worker or None, "duration_s": duration_s,
                       "report": json.dumps(report, sort_keys=True) if report is not None else None}
-            if report is not None and status == "graded":
-                values.update(score=report["score"], max_score=report["max_score"],
-                              bonus_score=report.get("bonus_score"), bonus_max_score=report.get("bonus_max_score"),
-                              duration_s=report.get("duration_s", duration_s))
+            graded = Report.from_json(report) if report is not None and status == "graded" else None
+            if graded is not None:
+                data = graded.to_json()
+                values.update(score=graded.score, max_score=graded.max_score, bonus_score=data.get("bonus_score"),
+                              bonus_max_score=data.get("bonus_max_score"), duration_s=graded.duration_s)
             gid = conn.execute(insert(gradings).values(**values)).inserted_primary_key[0]
-            if report is not None and status == "graded":
-                stage_rows, test_rows = [], []
-                for s in report["stages"]:
-                    stage_rows.append({"grading_id": gid, "stage": s["id"], "title": s.get("title"),
-                                       "status": s["status"], "score": s["score"], "max_score": s["max_score"],
-                                       "bonus": bool(s.get("bonus", False)), "message": s.get("message")})
-                    for t in s["tests"]:
-                        test_rows.append({"grading_id": gid, "stage": s["id"], "test": t["id"], "name": t["name"],
-                                          "status": t["status"], "score": t["score"], "max_score": t["max_score"],
-                                          "visibility": t.get("visibility"), "feedback": t.get("feedback"),
-                                          "duration_s": t.get("duration_s")})
-                if stage_rows:
-                    conn.execute(insert(stage_results), stage_rows)
-                if test_rows:
-                    conn.execute(insert(test_results), test_rows)
+            if graded is not None and graded.stages:
+                conn.execute(insert(stage_results), [
+                    {"grading_id": gid, "stage": s.id, "title": s.title, "status": s.status.value, "score": s.score,
+                     "max_score": s.max_score, "bonus": s.bonus, "message": s.message or None}
+                    for s in graded.stages])
+                tests = [{"grading_id": gid, "stage": s.id, "test": t.id, "name": t.name, "status": t.status.value,
+                          "score": t.score, "max_score": t.max_score, "visibility": t.visibility,
+                          "feedback": t.feedback, "duration_s": t.duration_s}
+                         for s in graded.stages for t in s.tests]
+                if tests:
+                    conn.execute(insert(test_results), tests)
             return gid
 
     def _submission_id(self, conn, student, sha256, path, fmt) -> int:

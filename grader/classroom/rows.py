@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from grader.engine import report
 from grader.engine.atomic import write_json
+from grader.engine.report import Report, exact_sum
 
 from .discovery import Job
 
@@ -65,24 +67,29 @@ class Row:
         return self.report if self.has_grade else None
 
     @property
+    def graded(self) -> Report | None:
+        """The report as types, when the row comes with scores."""
+        return Report.from_json(self.report) if self.has_grade else None
+
+    @property
     def scores(self) -> dict:
         """Stage id -> score as the tests gave it (empty without a grade)."""
-        rep = self.graded_report
-        return {s["id"]: s["score"] for s in rep["stages"]} if rep else {}
+        rep = self.graded
+        return {s.id: s.score for s in rep.stages} if rep else {}
 
     @property
     def final(self) -> FinalScores | None:
         """The grades after the late policy; None without a grade."""
-        rep = self.graded_report
+        rep = self.graded
         if rep is None:
             return None
         lt = self.late
         if lt is None:
-            core, bonus, per = rep["score"], rep.get("bonus_score", 0.0), self.scores
+            core, bonus, per = rep.score, exact_sum(s.score for s in rep.bonus), self.scores
         else:
             core, bonus = lt["score_after"], lt.get("bonus_after", 0.0)
             per = {s["id"]: s["score_after"] for s in lt["stages"]}
-        return FinalScores(per, core, bonus, min(rep["max_score"], core + bonus))
+        return FinalScores(per, core, bonus, min(rep.max_score, core + bonus))
 
 
 def _utc_iso(when: dt.datetime | None) -> str | None:
@@ -106,6 +113,8 @@ def current_rows(book, suite: str, jobs: list, reports_dir: Path) -> list[Row]:
             rows.append(Row(job, Status.PENDING, error="not graded yet"))
             continue
         rep = g["report"]
+        if rep is not None:
+            report.validate(rep)  # the gradebook is an edge: what comes back from it is checked
         path = reports_dir / f"{job.slug}.json"
         if rep is not None and not path.exists():
             write_json(str(path), rep)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import statistics
 
+from grader.engine.report import StageStatus
+
 from .rows import Row, Status
 
 COLUMNS = ("max", "mean", "median", "min", "max seen", "full marks", "missing")
@@ -19,18 +21,18 @@ def _stage_row(label: str, maximum: float, values: list, missing: int) -> list:
 def _table(rows: list[Row], chosen):
     """Per stage (and the total) over the graded rows: mean, median, extremes, full marks, missing."""
     from rich.table import Table  # start-up: rich is imported only by a batch that prints
-    graded = [r.report for r in rows if r.has_grade]
+    graded = [r.graded for r in rows if r.has_grade]
     table = Table(title=f"class summary: {len(graded)} graded of {len(rows)} submissions")
     table.add_column("stage", no_wrap=True)
     for col in COLUMNS:
         table.add_column(col, justify="right")
     for s in chosen:
-        entries = [st for rep in graded for st in rep["stages"] if st["id"] == s.id]
-        table.add_row(*_stage_row(s.id + (" (bonus)" if s.bonus else ""), s.points, [e["score"] for e in entries],
-                                  sum(e["status"] == "missing" for e in entries)))
+        entries = [st for rep in graded for st in rep.stages if st.id == s.id]
+        table.add_row(*_stage_row(s.id + (" (bonus)" if s.bonus else ""), s.points, [e.score for e in entries],
+                                  sum(e.status is StageStatus.MISSING for e in entries)))
     table.add_section()
     table.add_row(*_stage_row("total", sum(s.points for s in chosen if not s.bonus),
-                              [rep["score"] for rep in graded], 0))
+                              [rep.score for rep in graded], 0))
     return table
 
 

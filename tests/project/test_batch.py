@@ -470,7 +470,7 @@ def test_discovery_names_and_guards(tmp_path):
     (subs / "bo.ipynb").write_text("{}")
     (subs / "notes.pdf").write_text("")
     jobs, ignored = discovery.discover(subs)
-    assert [(j.id, j.format) for j in jobs] == [("Amy Lee", "folder"), ("amy", "folder"), ("bo", "notebook"),
+    assert [(j.id, j.format) for j in jobs] == [("Amy Lee", "folder"), ("amy", "folder"), ("bo", "notebooks"),
                                                 ("zoe", "folder"), ("zoe.zip", "zip")]
     assert [j.slug for j in jobs] == ["Amy_Lee", "amy", "bo", "zoe", "zoe.zip"]
     assert ignored == ["notes.pdf"]
