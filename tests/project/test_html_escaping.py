@@ -10,6 +10,7 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 import pytest
+from conftest import made_report
 
 from grader.classroom import html_report
 from grader.classroom.discovery import Job
@@ -38,10 +39,9 @@ def _rows():
     tests = [{"id": f"a01_similarity::test_{n}[{EVIL}]", "name": f"{n} {EVIL}", "score": 0.0, "max_score": 1.0,
               "status": "failed", "visibility": v, "feedback": f"{n} feedback {EVIL}", "duration_s": 0.0}
              for n, v in (("shown", "visible"), ("later", "after_due_date"))]
-    rep = {"schema_version": 1, "submission": {"id": EVIL, "path": "x", "sha256": "0" * 64}, "score": 0.0,
-           "max_score": 2.0, "stages": [{"id": "a01_similarity", "title": f"title {EVIL}", "score": 0.0,
-                                         "max_score": 2.0, "status": "graded", "message": f"message {EVIL}",
-                                         "tests": tests}], "errors": [f"note {EVIL}"]}
+    rep = made_report([{"id": "a01_similarity", "title": f"title {EVIL}", "score": 0.0, "max_score": 2.0,
+                        "message": f"message {EVIL}", "tests": tests}],
+                      submission={"id": EVIL, "path": "x", "sha256": "0" * 64}, errors=[f"note {EVIL}"])
     graded = Row(Job(EVIL, 'slug"&<x>', "x", "folder", "0" * 64), Status.GRADED, rep)
     broken = Row(Job(f"broken {EVIL}", "broken", "x", "zip"), Status.UNREADABLE, error=f"bad zip {EVIL}")
     return graded, broken

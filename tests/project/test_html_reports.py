@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, made_report
 
 from grader.authoring import mutants
 from grader.classroom import html_report
@@ -226,9 +226,7 @@ def test_visibility_rules_exactly():
               "visibility": v, "feedback": fb, "duration_s": 0.0}
              for n, v, fb in (("t_vis", "visible", "VISIBLE-FEEDBACK-1"), ("t_hid", "hidden", "SECRET-FEEDBACK-2"),
                               ("t_due", "after_due_date", "LATER-FEEDBACK-3"))]
-    rep = {"schema_version": 1, "submission": {"id": "x", "path": "x", "sha256": "0" * 64}, "score": 0.0,
-           "max_score": 3.0, "stages": [{"id": "a01_similarity", "title": "t", "score": 0.0, "max_score": 3.0,
-                                         "status": "graded", "tests": tests}], "errors": []}
+    rep = made_report([{"id": "a01_similarity", "title": "t", "score": 0.0, "max_score": 3.0, "tests": tests}])
     row = Row(Job("x", "x", "x", "folder", "0" * 64), Status.GRADED, rep)
     page = html_report.submission_page(row)
     assert "VISIBLE-FEEDBACK-1" in page

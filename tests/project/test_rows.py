@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 
 import pytest
+from conftest import made_report
 
 from grader.classroom import canvas, grades_csv
 from grader.classroom.discovery import Job
@@ -15,9 +16,9 @@ from grader.engine import stages
 CHOSEN = stages.resolve(["a01_similarity", "a02_softmax"])
 
 
-def _report(a01: float, a02: float) -> dict:
-    return {"score": a01 + a02, "max_score": 16.0,
-            "stages": [{"id": "a01_similarity", "score": a01}, {"id": "a02_softmax", "score": a02}]}
+def _report(a01: float, a02: float, bonus: float | None = None) -> dict:
+    extra = [{"id": "a09_retrieval", "score": bonus, "max_score": 10.0, "bonus": True}] if bonus is not None else []
+    return made_report([{"id": "a01_similarity", "score": a01}, {"id": "a02_softmax", "score": a02}, *extra])
 
 
 def _late(a01: float, a02: float, penalty: float) -> dict:
@@ -44,7 +45,7 @@ def test_final_scores_are_the_late_policys_when_there_is_one():
                                                                                         "a02_softmax": 6})
     late = Row(_job("bo"), Status.OUTDATED, _report(8, 6), late=_late(8, 4.5, 1.5))
     assert late.final.core == 12.5 and late.final.stages["a02_softmax"] == 4.5 and late.scores["a02_softmax"] == 6
-    bonus = Row(_job("cy"), Status.GRADED, {**_report(8, 8), "bonus_score": 5.0})
+    bonus = Row(_job("cy"), Status.GRADED, _report(8, 8, bonus=5.0))
     assert bonus.final.bonus == 5.0 and bonus.final.total == 16.0, "the course total never passes the core's maximum"
 
 
