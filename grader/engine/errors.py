@@ -1,12 +1,18 @@
 """What can go wrong on the student's side, as seen from the trusted process.
 
-The plugin turns each into a test status of the report (each class's ``status``).
+The plugin turns each into a test status of the report (each class's ``status``) and its feedback.
 """
+from ..i18n import tr
 
 
 class StudentProblem(Exception):
     """Base: the submission, not the test, is the cause."""
     status = "error"
+
+    @property
+    def feedback(self):
+        """What the student is told: the marked message it was raised with (``tr``), else its text."""
+        return self.args[0] if self.args and isinstance(self.args[0], str) else str(self)
 
 
 class StudentError(StudentProblem):
@@ -19,13 +25,16 @@ class StudentError(StudentProblem):
         self.where = reply.get("where", "")
         self.kind = reply.get("kind", "error")
         self.what = what
-        where = f" (at {self.where})" if self.where else ""
+        where = tr(" (at {where})", where=self.where) if self.where else ""
         if self.kind == "load_error":
-            text = f"could not import the module: {self.type_name}: {self.message}{where}"
+            text = tr("could not import the module: {error}{where}", error=f"{self.type_name}: {self.message}",
+                      where=where)
         elif self.kind == "bad_return":
-            text = f"{what} returned something that cannot be checked: {self.message}"
+            text = tr("{what} returned something that cannot be checked: {message}", what=what,
+                      message=self.message)
         else:
-            text = f"{what} raised {self.type_name}: {self.message}{where}"
+            text = tr("{what} raised {error}{where}", what=what, error=f"{self.type_name}: {self.message}",
+                      where=where)
         super().__init__(text)
 
 

@@ -6,6 +6,8 @@ import platform
 from fractions import Fraction
 from functools import lru_cache
 
+from ..i18n import join, tr
+from ..i18n.message import from_json
 from . import paths, stages
 
 STATUSES = ("passed", "failed", "error", "timeout", "crashed", "missing")
@@ -45,6 +47,7 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
     if unknown:
         raise ValueError(f"{stage.id}: tests {unknown} have no points in stage.toml [{kind}]")
     tests, score, max_score = [], Fraction(0), Fraction(0)
+    note = ""
     for func, cases in per_func.items():
         share = stages.case_points(points[func], len(cases), f"{stage.toml} [{kind}] {func}")
         for t in cases:
@@ -52,15 +55,15 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
             status = meta.get("status") or ("passed" if t["outcome"] == "passed" else "error")
             if not module_present:
                 status = "missing"
-            feedback = meta.get("feedback", "")
+            feedback = from_json(meta.get("feedback", ""))
             if status == "missing" and not feedback:
-                feedback = f"{stage.id}.py was not handed in"
+                feedback = tr("{module} was not handed in", module=stage.module_file)
             duration = sum(t.get(phase, {}).get("duration", 0.0) for phase in ("setup", "call", "teardown"))
             got = share if status == "passed" else Fraction(0)
             score, max_score = score + got, max_score + share
             tests.append({
                 "id": f"{stage.id}::{_nodeid_parts(t['nodeid'])[2]}",
-                "name": meta.get("name", func),
+                "name": from_json(meta.get("name", func)),
                 "score": float(got),
                 "max_score": float(share),
                 "status": status if status in STATUSES else "error",
@@ -69,25 +72,26 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
                 "duration_s": round(duration, 4),
             })
     ev = events.get(stage.id, {})
-    status, message = "graded", ""
+    status = "graded"
     if not module_present:
-        status, message = "missing", f"{stage.id}.py is not in the submission"
+        status, note = "missing", tr("{module} is not in the submission", module=stage.module_file)
     elif ev.get("timed_out"):
-        status, message = "timeout", f"the stage hit its {stage.time_limit_s:.0f} s time limit"
+        status, note = "timeout", tr("the stage hit its {seconds} s time limit", seconds=f"{stage.time_limit_s:.0f}")
     elif ev.get("load", {}).get("ok") is False and ev.get("crashes"):
         status = "crashed"
     if ev.get("load", {}).get("ok") is False and ev["load"].get("kind") == "load_error":
-        message = f"could not import {stage.id}.py: {ev['load'].get('type')}: {ev['load'].get('message')}"
-    notes = [e for e in intake_errors if e.startswith(stage.id)] + ev.get("events", [])
+        note = tr("could not import {module}: {error}", module=stage.module_file,
+                  error=f"{ev['load'].get('type')}: {ev['load'].get('message')}")
+    notes = [e for e in intake_errors if e.startswith(stage.id)] + [from_json(e) for e in ev.get("events", [])]
     if notes:
-        message = "; ".join(filter(None, [message, *notes]))
+        note = join([note, *notes])
     entry = {"id": stage.id, "title": stage.title, "score": float(score),
              "max_score": float(max_score) if partial else float(stage.points),
              "status": status, "tests": tests}
     if stage.bonus:
         entry["bonus"] = True
-    if message:
-        entry["message"] = message
+    if note:
+        entry["message"] = note
     if ev.get("earlier"):  # which earlier modules it imported, the student's own or stand-ins, and why
         entry["earlier"] = ev["earlier"]
     return entry
@@ -108,12 +112,13 @@ def zero_stage(stage, kind: str, feedback: str, message: str) -> dict:
 
 
 def assemble(intake, kind: str, stage_entries: list, errors: list, isolation: dict, duration: float,
-             seed: int | None = None) -> dict:
+             seed: int | None = None, language: str = "en") -> dict:
     core = [s for s in stage_entries if not s.get("bonus")]
     bonus = [s for s in stage_entries if s.get("bonus")]
     report = {
         "schema_version": 1,
         "kind": kind,
+        "language": language,
         "submission": {"id": intake.id, "path": intake.path, "sha256": intake.sha256, "format": intake.format},
         **({"seed": int(seed)} if seed is not None else {}),
         "score": exact_sum(s["score"] for s in core),
