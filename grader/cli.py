@@ -77,7 +77,7 @@ def cmd_release(args) -> int:
 
 def cmd_gradescope(args) -> int:
     from grader.authoring import autograder  # start-up; authoring/ is not in the student bundle
-    autograder.build(args.out_zip)
+    autograder.build(args.out_zip, language=args.lang)
     print(f"Gradescope autograder written to {args.out_zip}")
     return 0
 
@@ -157,6 +157,7 @@ def _add_builds(sub) -> None:
 
     gs = sub.add_parser("gradescope", help="build a Gradescope autograder zip")
     gs.add_argument("out_zip")
+    _add_lang(gs, "default: course.toml's language")
     gs.set_defaults(func=cmd_gradescope)
 
     gc = sub.add_parser("classroom", help="build a template repository for GitHub (Classroom 50, or an "

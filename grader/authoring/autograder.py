@@ -16,6 +16,7 @@ import os
 import zipfile
 from pathlib import Path
 
+from grader import i18n
 from grader.engine import paths, stages
 from grader.engine.run import PYTEST_SLACK_S
 
@@ -58,13 +59,15 @@ def readme(measured: dict | None = None) -> str:
     return (TEMPLATES / "README.autograder.md").read_text(encoding="utf-8").format(**settings(measured))
 
 
-def build(out_zip: str) -> str:
+def build(out_zip: str, language: str | None = None) -> str:
+    """Write the autograder zip; ``language``: what students read on Gradescope (default: course.toml's)."""
+    language = i18n.choose(language, default=i18n.languages.from_course())
     os.makedirs(os.path.dirname(os.path.abspath(out_zip)), exist_ok=True)
     with zipfile.ZipFile(out_zip, "w", zipfile.ZIP_DEFLATED) as zf:
         for name in SCRIPTS:
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16
-            zf.writestr(info, (TEMPLATES / name).read_text(encoding="utf-8"))
+            zf.writestr(info, (TEMPLATES / name).read_text(encoding="utf-8").replace("@LANGUAGE@", language))
         zf.writestr("README", readme())
         for rel in SOURCE_PARTS:
             _add_tree(zf, rel)

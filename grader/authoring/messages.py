@@ -1,9 +1,11 @@
 """The message catalogue: extract every marked text, update the Korean catalogue, compile it (``make messages``).
 
 Marked texts are ``tr("...")`` in the grader and the suites, the first line of each test's docstring (its
-name on every report) and ``_("...")`` in the HTML templates. Babel extracts them into
-``grader/i18n/locale/grader.pot``, merges that into ``ko/LC_MESSAGES/grader.po`` (translations kept, new
-texts added untranslated, texts gone marked obsolete) and compiles the ``.mo`` the grader reads with the
+name on every report) and ``_("...")`` in the HTML templates. Babel extracts them into two catalogues
+(``grader.i18n.catalogue``): ``grader`` (``grader/i18n/locale/``: the grader, the public suites, the
+templates; students get it) and ``hidden`` (``tests/hidden/locale/``: what only the hidden suites say).
+For each it writes the ``.pot``, merges that into ``ko/LC_MESSAGES/<domain>.po`` (translations kept, new
+texts added untranslated, texts gone dropped) and compiles the ``.mo`` the grader reads with the
 standard library's gettext. The ``.mo`` is committed, so that a fresh clone, the student bundle and the
 Gradescope zip need no compiling step; ``python -m grader.authoring.messages --check`` (a test runs it)
 fails when the catalogue or the ``.mo`` is behind the code.
@@ -25,24 +27,30 @@ from ..engine import paths
 from ..i18n import catalogue
 
 LANGUAGES = ("ko",)
-POT = catalogue.LOCALE_DIR / f"{catalogue.DOMAIN}.pot"
 KEYWORDS = {"tr": None, "_": None}  # the text is the first argument
-# (method, glob under the repository): the first method that matches a file extracts it
-SOURCES = (
-    ("grader.authoring.messages:extract_suite", "tests/hidden/test_*.py"),
-    ("grader.authoring.messages:extract_suite", "tests/public/test_*.py"),
-    ("python", "grader/**/*.py"),
-    ("jinja2.ext:babel_extract", "grader/classroom/templates/*.html"),
-    ("python", "assignments/*/notebook_check.py"),
-)
+# Each catalogue: its domain, folder and (extraction method, glob under the repository) sources.
+CATALOGUES = {
+    catalogue.DOMAIN: (catalogue.LOCALE_DIR, (
+        ("grader.authoring.messages:extract_suite", "tests/public/test_*.py"),
+        ("python", "grader/**/*.py"),
+        ("jinja2.ext:babel_extract", "grader/classroom/templates/*.html"),
+    )),
+    catalogue.HIDDEN_DOMAIN: (catalogue.HIDDEN_LOCALE_DIR, (
+        ("grader.authoring.messages:extract_suite", "tests/hidden/test_*.py"),
+    )),
+}
 
 
-def po_path(language: str) -> Path:
-    return catalogue.LOCALE_DIR / language / "LC_MESSAGES" / f"{catalogue.DOMAIN}.po"
+def pot_path(domain: str) -> Path:
+    return CATALOGUES[domain][0] / f"{domain}.pot"
 
 
-def mo_path(language: str) -> Path:
-    return po_path(language).with_suffix(".mo")
+def po_path(domain: str, language: str) -> Path:
+    return CATALOGUES[domain][0] / language / "LC_MESSAGES" / f"{domain}.po"
+
+
+def mo_path(domain: str, language: str) -> Path:
+    return po_path(domain, language).with_suffix(".mo")
 
 
 def extract_suite(fileobj, keywords, comment_tags, options):
@@ -59,31 +67,34 @@ def extract_suite(fileobj, keywords, comment_tags, options):
                 yield node.lineno, "tr", name, ["the name of a test"]
 
 
-def template() -> Catalog:
-    """Every marked text of the repository, with where it is."""
-    pot = Catalog(project="transformer-course-grader", domain=catalogue.DOMAIN, fuzzy=False)
-    seen = set()
-    for method, pattern in SOURCES:
+def template(domain: str) -> Catalog:
+    """Every text the sources of ``domain`` mark, with where it is; the ``hidden`` catalogue leaves out the
+    texts the ``grader`` one already has (they are translated once, there)."""
+    pot = Catalog(project="transformer-course-grader", domain=domain, fuzzy=False)
+    for method, pattern in CATALOGUES[domain][1]:
         for path in sorted(paths.ROOT.glob(pattern)):
-            if path in seen or "__pycache__" in path.parts:
+            if "__pycache__" in path.parts:
                 continue
-            seen.add(path)
             for lineno, text, comments, _context in extract_from_file(
                     method, str(path), keywords=KEYWORDS, comment_tags=("i18n:",), strip_comment_tags=True):
                 if text:
                     pot.add(text, locations=[(str(path.relative_to(paths.ROOT)), lineno)],
                             auto_comments=comments, flags=("python-brace-format",) if "{" in text else ())
+    if domain != catalogue.DOMAIN:
+        for m in template(catalogue.DOMAIN):
+            if m.id and m.id in pot:
+                del pot[m.id]
     return pot
 
 
-def updated(language: str, pot: Catalog) -> Catalog:
+def updated(domain: str, language: str, pot: Catalog) -> Catalog:
     """The catalogue of ``language`` brought up to ``pot`` (its translations kept; no fuzzy guesses)."""
-    path = po_path(language)
+    path = po_path(domain, language)
     if path.exists():
         with open(path, "rb") as f:
             po = read_po(f, locale=language)
     else:
-        po = Catalog(locale=language, domain=catalogue.DOMAIN, fuzzy=False)
+        po = Catalog(locale=language, domain=domain, fuzzy=False)
     po.update(pot, no_fuzzy_matching=True, update_header_comment=False)
     return po
 
@@ -105,41 +116,52 @@ def translated(cat: Catalog) -> dict:
     return {m.id: m.string for m in cat if m.id and m.string and not m.fuzzy}
 
 
-def compiled(language: str) -> dict:
+def read(domain: str, language: str) -> Catalog:
+    """The committed ``.po`` of ``domain`` in ``language``."""
+    with open(po_path(domain, language), "rb") as f:
+        return read_po(f, locale=language)
+
+
+def compiled(domain: str, language: str) -> dict:
     """msgid -> msgstr of the committed ``.mo``."""
-    with open(mo_path(language), "rb") as f:
+    with open(mo_path(domain, language), "rb") as f:
         return translated(read_mo(f))
+
+
+def _ids(cat: Catalog) -> set:
+    return {m.id for m in cat if m.id}
 
 
 def behind() -> list:
     """What ``make messages`` would change: files whose content is behind the code or the ``.po``."""
-    pot = template()
     problems = []
-    if not POT.exists() or {m.id for m in read_po(open(POT, "rb")) if m.id} != {m.id for m in pot if m.id}:
-        problems.append(f"{POT.relative_to(paths.ROOT)} lists other texts than the code marks")
-    for language in LANGUAGES:
-        po = updated(language, pot)
-        with open(po_path(language), "rb") as f:
-            current = read_po(f, locale=language)
-        if {m.id for m in current if m.id} != {m.id for m in po if m.id}:
-            problems.append(f"{po_path(language).relative_to(paths.ROOT)} lists other texts than the code marks")
-        if not mo_path(language).exists() or compiled(language) != translated(current):
-            problems.append(f"{mo_path(language).relative_to(paths.ROOT)} is not the compiled {po_path(language).name}")
+    for domain in CATALOGUES:
+        pot = template(domain)
+        if not pot_path(domain).exists() or _ids(read_po(open(pot_path(domain), "rb"))) != _ids(pot):
+            problems.append(f"{pot_path(domain).relative_to(paths.ROOT)} lists other texts than the code marks")
+        for language in LANGUAGES:
+            current = read(domain, language)
+            if _ids(current) != _ids(pot):
+                problems.append(f"{po_path(domain, language).relative_to(paths.ROOT)} lists other texts than the "
+                                "code marks")
+            if not mo_path(domain, language).exists() or compiled(domain, language) != translated(current):
+                problems.append(f"{mo_path(domain, language).relative_to(paths.ROOT)} is not the compiled .po")
     return problems
 
 
 def write() -> None:
-    """Extract, update each language's catalogue, compile it."""
-    pot = template()
-    POT.write_bytes(_po_bytes(pot))
-    for language in LANGUAGES:
-        po = updated(language, pot)
-        po_path(language).parent.mkdir(parents=True, exist_ok=True)
-        po_path(language).write_bytes(_po_bytes(po, ignore_obsolete=True))
-        mo_path(language).write_bytes(_mo_bytes(po))
-        done = len(translated(po))
-        total = sum(1 for m in po if m.id)
-        print(f"{language}: {done}/{total} texts translated ({po_path(language).relative_to(paths.ROOT)})")
+    """Extract, update each catalogue in each language, compile it."""
+    for domain in CATALOGUES:
+        pot = template(domain)
+        pot_path(domain).parent.mkdir(parents=True, exist_ok=True)
+        pot_path(domain).write_bytes(_po_bytes(pot))
+        for language in LANGUAGES:
+            po = updated(domain, language, pot)
+            po_path(domain, language).parent.mkdir(parents=True, exist_ok=True)
+            po_path(domain, language).write_bytes(_po_bytes(po, ignore_obsolete=True))
+            mo_path(domain, language).write_bytes(_mo_bytes(po))
+            print(f"{language}: {len(translated(po))}/{len(_ids(po))} texts translated "
+                  f"({po_path(domain, language).relative_to(paths.ROOT)})")
 
 
 def main(argv=None) -> int:

@@ -93,7 +93,7 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
     if note:
         entry["message"] = note
     if ev.get("earlier"):  # which earlier modules it imported, the student's own or stand-ins, and why
-        entry["earlier"] = ev["earlier"]
+        entry["earlier"] = [{**e, "why": from_json(e["why"])} for e in ev["earlier"]]
     return entry
 
 
