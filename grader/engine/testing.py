@@ -13,7 +13,7 @@ from functools import cache
 
 import numpy as np
 
-from ..i18n import tr
+from ..i18n import join, tr
 from . import paths, seeds
 from .errors import StudentError
 
@@ -106,7 +106,7 @@ def assert_close(actual, expected, *, what: str = tr("the result"), atol: float 
         expected = expected.astype(np.int64)
     if array.dtype == bool:
         array = array.astype(np.int64)
-    hint = f" {hint}" if hint else ""
+    hint = join([" ", hint], sep="") if hint else ""
     got_nan, want_nan = np.isnan(array), np.isnan(expected)
     if (got_nan & ~want_nan).any():
         idx = tuple(int(i) for i in np.argwhere(got_nan & ~want_nan)[0])
@@ -222,13 +222,11 @@ def assert_matches(actual, expected, *, what: str = tr("the result"), atol: floa
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         kind = "NaN" if np.isnan(array[idx]) else f"{_fmt(array[idx])}"
         where = tr(" at index {idx}", idx=idx) if idx else ""
-        raise AssertionError(
-            tr("{what} contains {kind}{where} where {fmt_np_asarray__to_numpy} was expected ({int_bad_sum} of "
-               "{bad_size} entries are NaN or infinite; the result must be finite).",
-               what=what, kind=kind, where=where,
-               fmt_np_asarray__to_numpy=_fmt(np.asarray(_to_numpy(expected))[idx]), int_bad_sum=int(bad.sum()),
-               bad_size=bad.size)
-            + (f" {hint}" if hint else ""))
+        raise AssertionError(join([
+            tr("{what} contains {kind}{where} where {expected} was expected ({count} of {size} entries are NaN or "
+               "infinite; the result must be finite).", what=what, kind=kind, where=where,
+               expected=_fmt(np.asarray(_to_numpy(expected))[idx]), count=int(bad.sum()), size=bad.size),
+            hint], sep=" "))
     try:
         return assert_close(array, expected, what=what, atol=atol, rtol=rtol)
     except AssertionError as exc:
@@ -261,7 +259,7 @@ def assert_inputs_unchanged(who: str, sent: dict, changed: list) -> None:
         found, before = _at(sent, change.get("where") or [])
         if not found:
             continue
-        name = str(change.get("name") or tr("an argument"))
+        name = change.get("name") or tr("an argument")
         difference, kind = _difference(before, change.get("after"))
         if difference:
             raise AssertionError(tr("{who} changed its input {name} in place: {difference}. {inputs_rule} "
@@ -400,7 +398,7 @@ def check_sizes(axes, run, check, *, what: str, together: bool = False) -> None:
         except StudentError as exc:
             raise _located(exc, tr("{what}, on calls in a row with the sizes {c_sizes_for_c_in_calls}",
                                    what=what, c_sizes_for_c_in_calls=[c.sizes for c in calls]),
-                           f"{IN_A_ROW_CAUSE} {SIZE_ONE_CAUSE}") from None
+                           join([IN_A_ROW_CAUSE, SIZE_ONE_CAUSE], sep=" ")) from None
     for i, c in enumerate(calls):
         try:
             result = results[i] if together else run([c.sizes])[0]
@@ -489,7 +487,8 @@ def probe_tensor(value, what: str, hint: str = "") -> np.ndarray:
     """A tensor a probe sent back, as an array; if the student's code returned something
     else, the probe sent ``{"not_a_tensor": type}`` and this says so in words."""
     if isinstance(value, dict) and "not_a_tensor" in value:
-        raise AssertionError(f"{what} returned a {value['not_a_tensor']}, not a tensor" + (f"; {hint}" if hint else ""))
+        raise AssertionError(join([tr("{what} returned a {kind}, not a tensor", what=what, kind=value["not_a_tensor"]),
+                                   hint], sep="; "))
     return as_array(value, what)
 
 

@@ -27,7 +27,7 @@ from grader.engine.testing import (
     reference_time,
     which_mistake,
 )
-from grader.i18n import tr
+from grader.i18n import join, tr
 
 ref = reference("a03_attention")
 TOL = dict(atol=1e-10, rtol=1e-8)
@@ -385,10 +385,11 @@ def _check_self_attention(result, X, Wq, Wk, Wv, mask, what):
     }
     out_arr = as_array(out, what=f"{what}: out")
     if out_arr.shape != exp_out.shape:
-        raise AssertionError(tr("{what}: out has shape {out_arr_shape}, expected {exp_out_shape} (n, d_v). ",
-                                what=what, out_arr_shape=out_arr.shape, exp_out_shape=exp_out.shape)
-                             + which_mistake(out_arr, value_mistakes,
-                                             tr("The Values are X @ W_v, so out has d_v = W_v.shape[1] columns.")))
+        raise AssertionError(join([tr("{what}: out has shape {out_arr_shape}, expected {exp_out_shape} (n, d_v).",
+                                      what=what, out_arr_shape=out_arr.shape, exp_out_shape=exp_out.shape),
+                                   which_mistake(out_arr, value_mistakes,
+                                                 tr("The Values are X @ W_v, so out has d_v = W_v.shape[1] "
+                                                    "columns."))], sep=" "))
     weights = weights_diagnosis(w, Q, K, V, mask, d_model=X.shape[-1])
     assert_matches(w, exp_w, what=f"{what}: weights", **TOL, hint=weights["hint"], mistakes={
         tr("Query and Key projections look swapped: Q = X @ W_q and K = X @ W_k (slides 32-33)."):

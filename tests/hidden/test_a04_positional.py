@@ -28,7 +28,7 @@ from grader.engine.testing import (
     reference,
     which_mistake,
 )
-from grader.i18n import tr
+from grader.i18n import join, tr
 
 ref = reference("a04_positional")
 EXACT = dict(atol=1e-12, rtol=0.0)
@@ -136,12 +136,11 @@ def test_embed_is_row_lookup(student):
     got = student.embed(ids, E)
     shape = np.shape(as_array(got, what="embed(ids, E)"))
     if shape != (5, 6):
-        raise AssertionError(
+        raise AssertionError(join([
             tr("embed(ids (5,), E (11, 6)) has shape {shape}, expected (5, 6): one row of length d = 6 per "
-               "token. ", shape=shape)
-            + (tr("A length of 11 = vocab_size suggests columns of E (or a one-hot row) instead of the row "
-                  "E[ids[k]].")
-               if 11 in shape else tr("Token k's vector is the row E[ids[k]] (slide 20).")))
+               "token.", shape=shape),
+            tr("A length of 11 = vocab_size suggests columns of E (or a one-hot row) instead of the row "
+               "E[ids[k]].") if 11 in shape else tr("Token k's vector is the row E[ids[k]] (slide 20).")], sep=" "))
     assert_matches(got, ref.embed(ids, E), what="embed(ids [3, 0, 10, 3, 7], E (11, 6))", **EXACT,
                    mistakes={tr("The result looks like columns of E: token k's vector is the row E[ids[k]]."):
                              lambda: E[:, ids[ids < E.shape[1]]].T},

@@ -34,7 +34,7 @@ from grader.engine.testing import (
     randomise_norms_and_biases,
     reference,
 )
-from grader.i18n import tr
+from grader.i18n import join, tr
 from grader.sandbox.probes import a05_encoder as probes
 
 STAGE = "a05_encoder"
@@ -170,12 +170,12 @@ def _mha_variant(state, q, k, v, mask, h, variant):
 def _mha_diagnosis(state, q, k, v, mask, h, pick=0, note=""):
     """The wrong variants of attention (output, or weights with ``pick=1``) and the hint when none of them is it,
     each after ``note``: keyword arguments for assert_matches."""
-    mistakes = {note + text: (lambda name=name: _mha_variant(state, q, k, v, mask, h, name)[pick])
+    mistakes = {join([note, text], sep=""): (lambda name=name: _mha_variant(state, q, k, v, mask, h, name)[pick])
                 for name, text in MHA_HINTS.items()}
-    return dict(mistakes=mistakes, hint=note + (
+    return dict(mistakes=mistakes, hint=join([note, (
         tr("Check, in this order: the projections w_q, w_k, w_v, w_o; the head split view(B, n, h, "
            "d_k).transpose(1, 2); scores Q K^T / sqrt(d_k) (slide 34); -inf where the mask is False, before the "
-           "softmax over the keys (dim=-1); the weighted sum of V (slide 36); merging heads and w_o.")))
+           "softmax over the keys (dim=-1); the weighted sum of V (slide 36); merging heads and w_o."))], sep=""))
 
 
 # ----------------------------------------------------------------------------- padding_mask
@@ -222,12 +222,12 @@ def test_submodules_and_parameter_shapes(student):
         missing = sorted(set(want) - set(params))
         extra = sorted(set(params) - set(want))
         if missing or extra:
-            raise AssertionError(
-                tr("{kind}({join_f_k_v_for_k_v_in_in}) has parameters that differ from the contract: missing "
-                   "{missing_6}, unexpected {extra_6}. Contract: {contract_names}",
-                   kind=kind, join_f_k_v_for_k_v_in_in=', '.join(f'{k}={v}' for k, v in init.items()),
-                   missing_6=missing[:6], extra_6=extra[:6], contract_names=CONTRACT_NAMES)
-                + (tr("; bias=False must give nn.Linear(..., bias=False) projections") if "bias" in init else ""))
+            differs = tr("{kind}({init}) has parameters that differ from the contract: missing {missing}, "
+                         "unexpected {extra}. Contract: {contract}",
+                         kind=kind, init=", ".join(f"{k}={v}" for k, v in init.items()), missing=missing[:6],
+                         extra=extra[:6], contract=CONTRACT_NAMES)
+            bias = tr("; bias=False must give nn.Linear(..., bias=False) projections") if "bias" in init else ""
+            raise AssertionError(join([differs, bias], sep=""))
         for name, shape in want.items():
             if params[name] != shape:
                 raise AssertionError(tr("{kind}: parameter {name} has shape {tuple_params_name}, the contract's "
@@ -793,8 +793,9 @@ def test_value_errors(student, case):
                                     what=what, exc_message_200=f"{exc.message[:200]!r}",
                                     join_numbers=', '.join(numbers))) from None
         return
-    raise AssertionError(tr("{what} should raise ValueError naming the shapes, but returned normally", what=what)
-                         + ("; check d_model % n_heads == 0 in __init__" if case.startswith("n_heads") else ""))
+    raise AssertionError(join([tr("{what} should raise ValueError naming the shapes, but returned normally",
+                                  what=what),
+                               tr("check d_model % n_heads == 0 in __init__") if case.startswith("n_heads") else ""]))
 
 
 # ----------------------------------------------------------------------------- API and speed

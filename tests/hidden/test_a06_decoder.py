@@ -778,21 +778,21 @@ def test_learns_toy_translation(student):
     losses = reply.get("losses") or [float("nan")]
     examples = "; ".join(f"{en!r} -> {p!r} (expected {es!r})" for en, es, p in wrong[:3])
     if losses[-1] < 0.05:
-        cause = (tr("The training loss went down to {{:.3f}}, yet the trained weights do not translate when "
-                    "decoding one token at a time: during training the model can probably see the answer. Usual "
-                    "causes: a missing or wrong causal mask (slide 44); shift_right shifting the wrong way (BOS "
-                    "first, drop the LAST token, slide 52); a cross-attention that reads the decoder's own "
-                    "states instead of the memory (slide 46)."))
+        cause = tr("The training loss went down to {loss}, yet the trained weights do not translate when "
+                   "decoding one token at a time: during training the model can probably see the answer. Usual "
+                   "causes: a missing or wrong causal mask (slide 44); shift_right shifting the wrong way (BOS "
+                   "first, drop the LAST token, slide 52); a cross-attention that reads the decoder's own "
+                   "states instead of the memory (slide 46).", loss=f"{losses[-1]:.3f}")
     else:
-        cause = (tr("The training loss is still {{:.3f}} after 300 steps (the reference reaches ~0.01): check "
-                    "shift_right (BOS first, slide 52), the masks inside the model, and that the decoder reads "
-                    "the encoder's memory (slide 46)."))
+        cause = tr("The training loss is still {loss} after 300 steps (the reference reaches ~0.01): check "
+                   "shift_right (BOS first, slide 52), the masks inside the model, and that the decoder reads "
+                   "the encoder's memory (slide 46).", loss=f"{losses[-1]:.3f}")
     raise AssertionError(
         tr("after {train_steps} training steps your model's weights, decoded greedily by the grader, translate "
            "{exact} of the {len_predicted} held-out pairs exactly; at least {train_threshold} is expected (the "
-           "reference: 100 %). Examples: {examples}. ",
+           "reference: 100 %). Examples: {examples}. {cause}",
            train_steps=TRAIN_STEPS, exact=f"{exact:.1%}", len_predicted=len(predicted),
-           train_threshold=f"{TRAIN_THRESHOLD:.0%}", examples=examples) + cause.format(losses[-1]))
+           train_threshold=f"{TRAIN_THRESHOLD:.0%}", examples=examples, cause=cause))
 
 
 # ----------------------------------------------------------------------------- errors

@@ -172,8 +172,8 @@ def test_embeddings_structure(student):
                    name=name, tuple_shape=tuple(shape), s_params_get_name=s['params'].get(name),
                    sorted_s_params_8=sorted(s['params'])[:8], contract_names=CONTRACT_NAMES))
     if s["eps"].get("norm") != pytest.approx(1e-12):
-        raise AssertionError(tr("BertEmbeddings.norm has eps={s_eps_get_norm}; the default layer_norm_eps is "
-                                "1e-12 as in BERT. ", s_eps_get_norm=s['eps'].get('norm')) + HINT_EPS)
+        raise AssertionError(tr("BertEmbeddings.norm has eps={eps}; the default layer_norm_eps is 1e-12 as in "
+                                "BERT. {hint}", eps=s['eps'].get('norm'), hint=HINT_EPS))
     if s["attrs"].get("padding_idx") != 0:
         raise AssertionError(tr("word_embeddings.padding_idx is {s_attrs_get_padding_idx}, expected the pad id 0 "
                                 "(nn.Embedding(vocab_size, hidden_size, padding_idx=pad_id))",
@@ -229,9 +229,8 @@ def test_model_structure(student):
                                 s_params_layers_1_ffn_li=s['params']['layers.1.ffn.linear1.weight']))
     wrong = {name: eps for name, eps in s["eps"].items() if eps != pytest.approx(1e-12)}
     if wrong:
-        raise AssertionError(tr("these LayerNorms of BertModel(layer_norm_eps=1e-12) have another eps: {wrong}. ",
-                                wrong=wrong)
-                             + HINT_EPS)
+        raise AssertionError(tr("these LayerNorms of BertModel(layer_norm_eps=1e-12) have another eps: {wrong}. "
+                                "{hint}", wrong=wrong, hint=HINT_EPS))
     if attrs.get("pad_id") != 0 or attrs.get("padding_idx") != 0:
         raise AssertionError(tr("BertModel(pad_id=0): pad_id is {attrs_get_pad_id} and the word embedding's "
                                 "padding_idx {attrs_get_padding_idx}; both should be 0",
@@ -279,7 +278,7 @@ def test_model_padding_mask(student, dtype):
     }, hint=tr("attention_mask (B, n) becomes the stage-5 mask attention_mask.bool()[:, None, None, :]."))
     assert_close(out_noisy[real], out[real], what=tr("{what} after changing only the padded ids", what=what),
                  atol=ATOL, rtol=RTOL,
-                 hint=tr("Real tokens must not look at padding keys. ") + HINT_MASK_IGNORED)
+                 hint=tr("Real tokens must not look at padding keys. {hint}", hint=HINT_MASK_IGNORED))
 
 
 def test_model_token_type_ids(student):
@@ -380,9 +379,9 @@ def test_pretrained_minilm_matches(student, minilm_case):
     assert_shape(out, tuple(c["expected"].shape), what=what)
     real = c["mask"].bool()
     assert_close(out[real.numpy()], c["expected"][real], what=what, atol=PRETRAINED_ATOL, rtol=0,
-                 hint=tr("With real weights small differences add up over 6 layers. The usual causes: ") + HINT_TANH
-                      + tr(" Or LayerNorm eps=1e-5 instead of 1e-12; or token_type_ids (1 for the second "
-                           "sentence of a pair) or learned positions left out."))
+                 hint=tr("With real weights small differences add up over 6 layers. The usual causes: {tanh} Or "
+                         "LayerNorm eps=1e-5 instead of 1e-12; or token_type_ids (1 for the second sentence of a "
+                         "pair) or learned positions left out.", tanh=HINT_TANH))
 
 
 # ----------------------------------------------------------------------------- BertForMaskedLM
@@ -405,8 +404,8 @@ def test_mlm_head_structure_and_tying(student):
                "decoder must be tied to the word embeddings (self.mlm_head.decoder.weight = "
                "self.bert.embeddings.word_embeddings.weight), so the (V, H) matrix is learned once."))
     if s["eps"].get("mlm_head.norm") != pytest.approx(1e-12):
-        raise AssertionError(tr("mlm_head.norm has eps={s_eps_get_mlm_head_norm}. ",
-                                s_eps_get_mlm_head_norm=s['eps'].get('mlm_head.norm')) + HINT_EPS)
+        raise AssertionError(tr("mlm_head.norm has eps={eps}. {hint}", eps=s['eps'].get('mlm_head.norm'),
+                                hint=HINT_EPS))
 
 
 def test_mlm_forward(student):
@@ -428,7 +427,8 @@ def test_mlm_forward(student):
     hidden = _forward(ref_model.bert, ids, attention_mask=mask)
     with tanh_gelu():  # the stage-5 layers are a correct stage 5 or its stand-in: a tanh GELU is in the head
         tanh_logits = _forward(ref_model.mlm_head, hidden)[real]
-    assert_matches(logits[real.numpy()], ref_logits[real], what=what + tr(" logits at real tokens"), atol=ATOL,
+    assert_matches(logits[real.numpy()], ref_logits[real], what=tr("{what} logits at real tokens", what=what),
+                   atol=ATOL,
                    rtol=RTOL, **MATCH, mistakes={
                        HINT_TANH: tanh_logits,
                        HINT_EPS: lambda: _forward(_variant("BertForMaskedLM", SMALL, state, layer_norm_eps=1e-5), ids,

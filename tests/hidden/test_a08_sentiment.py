@@ -591,15 +591,18 @@ def _hidden_predictions(hidden_tweets, weight, bias):
     return (pooled @ weight.T + bias).argmax(-1)
 
 
-TRAINED = (tr('SentimentClassifier(MiniLM, pooling="mean") trained by your train_classifier on {{n}} public '
-              "tweets ({{kwargs}}; encoder frozen)"))
+def trained(n: int, kwargs: str, flipped: bool = False):
+    """What the accuracy tests name: the classifier as the student's train_classifier trained it."""
+    what = tr('SentimentClassifier(MiniLM, pooling="mean") trained by your train_classifier on {n} public tweets '
+              "({kwargs}; encoder frozen)", n=n, kwargs=kwargs)
+    return tr("{what} with every label flipped", what=what) if flipped else what
 
 
 @pytest.mark.slow
 def test_accuracy_on_held_out_tweets(student, minilm, train_tweets, hidden_tweets):
     """Fine-tuned on 320 public tweets, the trained head labels the hidden test tweets with accuracy >= 0.75"""
     ids, mask, labels = train_tweets
-    what = TRAINED.format(n=len(labels), kwargs="epochs=2, lr=1e-2")
+    what = trained(len(labels), "epochs=2, lr=1e-2")
     weight, bias, losses = _fine_tuned_head(student, minilm, ids, mask, labels, ACC_TRAIN_KWARGS, what)
     pred = _hidden_predictions(hidden_tweets, weight, bias)
     acc = float((pred == hidden_tweets[1]).mean())
@@ -619,7 +622,7 @@ def test_accuracy_on_held_out_tweets(student, minilm, train_tweets, hidden_tweet
 def test_flipped_labels_flip_the_predictions(student, minilm, train_tweets, hidden_tweets):
     """Trained on the same tweets with every label flipped, the classifier predicts the opposite (accuracy <= 0.25)"""
     ids, mask, labels = train_tweets
-    what = TRAINED.format(n=len(labels), kwargs="epochs=2, lr=1e-2") + tr(" with every label flipped")
+    what = trained(len(labels), "epochs=2, lr=1e-2", flipped=True)
     weight, bias, losses = _fine_tuned_head(student, minilm, ids, mask, 1 - labels, ACC_TRAIN_KWARGS, what)
     acc = float((_hidden_predictions(hidden_tweets, weight, bias) == hidden_tweets[1]).mean())
     if acc >= ACCURACY_BAR:
