@@ -2,7 +2,7 @@
 
 The plugin turns each into a test status of the report (each class's ``status``) and its feedback.
 """
-from ..i18n import tr
+from ..i18n import join, tr
 
 
 class StudentProblem(Exception):
@@ -27,15 +27,18 @@ class StudentError(StudentProblem):
         self.what = what
         where = tr(" (at {where})", where=self.where) if self.where else ""
         if self.kind == "load_error":
-            text = tr("could not import the module: {error}{where}", error=f"{self.type_name}: {self.message}",
-                      where=where)
+            text = tr("could not import the module: {error}{where}", error=self._error(), where=where)
         elif self.kind == "bad_return":
             text = tr("{what} returned something that cannot be checked: {message}", what=what,
                       message=self.message)
         else:
-            text = tr("{what} raised {error}{where}", what=what, error=f"{self.type_name}: {self.message}",
-                      where=where)
+            text = tr("{what} raised {error}{where}", what=what, error=self._error(), where=where)
         super().__init__(text)
+
+
+    def _error(self):
+        """``Type: message`` (the message may be a marked text the grader added to, ``testing._located``)."""
+        return join([f"{self.type_name}: ", self.message], sep="")
 
 
 class StudentMissing(StudentProblem):

@@ -13,7 +13,7 @@ from functools import cache
 
 import numpy as np
 
-from ..i18n import join, tr
+from ..i18n import join, of, tr
 from . import paths, seeds
 from .errors import StudentError
 
@@ -232,7 +232,7 @@ def assert_matches(actual, expected, *, what: str = tr("the result"), atol: floa
     except AssertionError as exc:
         named = which_mistake(array, mistakes, hint, expected=expected, match_atol=match_atol,
                               match_rtol=match_rtol, match_fraction=match_fraction, finite=finite)
-        raise AssertionError(f"{exc} {named}" if named else str(exc)) from None
+        raise AssertionError(join([of(exc), named], sep=" ")) from None
 
 
 # ---------------------------------------------------------------- inputs left unchanged (course-api.md, every stage)
@@ -404,10 +404,13 @@ def check_sizes(axes, run, check, *, what: str, together: bool = False) -> None:
             result = results[i] if together else run([c.sizes])[0]
             check(result, c.sizes)
         except StudentError as exc:
-            raise _located(exc, f"{what} {c.label}", c.cause) from None
+            raise _located(exc, join([what, c.label], sep=" "), c.cause) from None
         except AssertionError as exc:
-            text = str(exc).rstrip()
-            raise AssertionError(f"{what} {c.label}: {text}{'' if text.endswith('.') else '.'} {c.cause}") from None
+            problem = of(exc)
+            if not problem.rstrip().endswith("."):
+                problem = join([problem, "."], sep="")
+            raise AssertionError(tr("{what} {when}: {problem} {cause}", what=what, when=c.label, problem=problem,
+                                    cause=c.cause)) from None
 
 
 def _located(exc: StudentError, where: str, cause: str) -> StudentError:
@@ -415,7 +418,8 @@ def _located(exc: StudentError, where: str, cause: str) -> StudentError:
     if exc.kind != "error":
         return exc
     return StudentError({"kind": exc.kind, "type": exc.type_name, "mro": exc.mro_names, "where": exc.where,
-                         "message": f"{exc.message} ({where}. {cause})"}, exc.what)
+                         "message": tr("{message} ({where}. {cause})", message=exc.message, where=where, cause=cause)},
+                       exc.what)
 
 
 def in_groups(batch, key, run_group) -> list:

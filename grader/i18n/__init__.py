@@ -7,6 +7,6 @@ its msgid and placeholders kept, so a report is rendered in any language once it
 (``localize``) and both languages show the same figures.
 """
 from .languages import LANGUAGES, choose, from_environment
-from .message import Message, join, localize, render, tr
+from .message import Message, join, localize, of, render, tr
 
-__all__ = ["LANGUAGES", "Message", "choose", "from_environment", "join", "localize", "render", "tr"]
+__all__ = ["LANGUAGES", "Message", "choose", "from_environment", "join", "localize", "of", "render", "tr"]

@@ -68,6 +68,12 @@ def shortened(value, limit: int):
     return str(value)[:limit]
 
 
+def of(exc: BaseException) -> Message | str:
+    """What an exception says: the marked text it was raised with, else its ``str``."""
+    given = exc.args[0] if exc.args else ""
+    return given if isinstance(given, Message) else str(exc)
+
+
 def tr(msgid: str, **params) -> Message:
     """Mark ``msgid`` (English, ``{name}`` placeholders filled from ``params``) as student-facing text."""
     missing = placeholders(msgid) - set(params)

@@ -144,7 +144,7 @@ def _pick(w, V):
 def unpack(result, what):
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         kind = type(result).__name__
-        raise AssertionError(f"{what} returned a {kind}, expected a pair (out, weights).")
+        raise AssertionError(tr("{what} returned a {kind}, expected a pair (out, weights).", what=what, kind=kind))
     return result
 
 
@@ -205,7 +205,7 @@ def _check_context(result, s, H, what):
         tr("The weights look computed from scores divided by sqrt(d): the LSTM attention of slides 12-13 uses "
            "the plain dot product."): lambda: _softmax(H @ s / np.sqrt(len(s))),
         tr("The weights look like the raw dot products: apply the softmax (slide 14)."): lambda: H @ s,
-    }, hint="weights = softmax(encoder_states @ decoder_state) (slides 12-14).")
+    }, hint=tr("weights = softmax(encoder_states @ decoder_state) (slides 12-14)."))
     assert_matches(ctx, exp_ctx, what=f"{what}: context", **TOL, mistakes={
         tr("The context is the single encoder state with the largest weight: attention is a weighted sum of all "
            "encoder states (slides 6, 15)."): lambda: H[np.argmax(exp_w)],

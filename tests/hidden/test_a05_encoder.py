@@ -97,7 +97,7 @@ def _run(student, kind, init, state, calls, *, train=False, seed=0, grad=False):
         if kind == "Encoder" and "Double" in exc.message and "Float" in exc.message:
             raise AssertionError(
                 tr("{exc} -- float64 values reached the float32 layers: the buffer pe must be float32 (compute "
-                   "the table in float64, then .float() before register_buffer)", exc=exc)) from None
+                   "the table in float64, then .float() before register_buffer)", exc=exc.feedback)) from None
         raise
     _check_load(reply, kind)
     return reply["results"]

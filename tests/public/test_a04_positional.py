@@ -51,7 +51,7 @@ def test_pe_odd_d_model_shape(student):
                        what="sinusoidal_positional_encoding(5, 3)")
     angle = np.arange(5) / 10000 ** (2 / 3)
     assert_close(got[:, 2], np.sin(angle), what=tr("column 2 of sinusoidal_positional_encoding(5, 3)"), atol=1e-10,
-                 rtol=1e-10, hint="Column 2 is 2i with i = 1: sin(p / 10000^(2/3)).")
+                 rtol=1e-10, hint=tr("Column 2 is 2i with i = 1: sin(p / 10000^(2/3))."))
 
 
 def test_add_positional_encoding_lets_go(student):
