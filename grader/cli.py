@@ -21,12 +21,9 @@ def _stage_list(value: str | None):
 
 
 def language(args) -> str:
-    """The language of what a command says to students: ``--lang``, else the student's locale for ``check``
-    and the course's (course.toml ``language``) for the instructor's commands."""
-    from grader import i18n  # start-up: `--help` imports nothing
-    if args.command == "check":
-        return i18n.choose(args.lang, default=i18n.from_environment())
-    return i18n.choose(args.lang, default=i18n.languages.from_course(getattr(args, "course", None)))
+    """The language of what the command says to students (``grader.i18n.languages.for_command``)."""
+    from grader.i18n import languages  # start-up: `--help` imports nothing
+    return languages.for_command(args.command, args.lang, getattr(args, "course", None))
 
 
 def cmd_check(args) -> int:

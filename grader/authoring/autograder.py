@@ -16,9 +16,9 @@ import os
 import zipfile
 from pathlib import Path
 
-from grader import i18n
 from grader.engine import paths, stages
 from grader.engine.run import PYTEST_SLACK_S
+from grader.i18n import languages
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SCRIPTS = ("setup.sh", "run_autograder")
@@ -61,7 +61,7 @@ def readme(measured: dict | None = None) -> str:
 
 def build(out_zip: str, language: str | None = None) -> str:
     """Write the autograder zip; ``language``: what students read on Gradescope (default: course.toml's)."""
-    language = i18n.choose(language, default=i18n.languages.from_course())
+    language = languages.for_command("gradescope", language)
     os.makedirs(os.path.dirname(os.path.abspath(out_zip)), exist_ok=True)
     with zipfile.ZipFile(out_zip, "w", zipfile.ZIP_DEFLATED) as zf:
         for name in SCRIPTS:

@@ -39,8 +39,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import cli
 from grader.engine import isolation, paths, stages
+from grader.i18n import languages
 
 from . import canvas, executors, grades_csv, grading, html_report, late, lateness, summary, term
 from .discovery import discover, fingerprint
@@ -126,7 +126,7 @@ def main(args) -> int:
                      scheduler=args.scheduler, regrade=args.regrade, reveal_after_due=args.reveal_after_due,
                      allow_readable_secrets=args.allow_readable_secrets, course=args.course, manifest=args.manifest,
                      similarity=args.similarity, references=tuple(args.reference or ()),
-                     language=cli.language(args))
+                     language=languages.for_command("batch", args.lang, args.course))
 
 
 def _console():

@@ -20,7 +20,7 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
-from ..i18n import render, tr
+from ..i18n import from_environment, render, tr
 from .table import STATUS_WORDS
 
 POINTS_FILE = "public-points.tsv"
@@ -95,9 +95,8 @@ def total(expected=(), environ=None, out=None, language: str | None = None) -> t
     """Add up the job's points file: (points, max, the ``expected`` stages with no line); the total goes to
     the summary and a notice, a stage with no line to a warning (its points are not in the total). In
     ``language``, by default the student's (``LANG``, as ``check`` chooses)."""
-    from .. import i18n
     environ = os.environ if environ is None else environ
-    language = language or i18n.from_environment(environ)
+    language = language or from_environment(environ)
     out = out or sys.stdout
     path = Path(environ.get("RUNNER_TEMP", ".")) / POINTS_FILE
     rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []

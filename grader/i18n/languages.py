@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 LANGUAGES = ("en", "ko", "both")  # "both": Korean, with the English beneath
+COURSE_TOML = Path(__file__).resolve().parents[2] / "course.toml"  # the repository's
 
 
 def from_environment(environ=None) -> str:
@@ -25,12 +26,17 @@ def from_course(course_toml=None) -> str:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
-    from ..engine import paths
-    path = Path(course_toml) if course_toml else paths.ROOT / "course.toml"
+    path = Path(course_toml) if course_toml else COURSE_TOML
     if not path.exists():
         return "en"
     with open(path, "rb") as f:
         return choose(tomllib.load(f).get("language"), default="en")
+
+
+def for_command(command: str, given: str | None, course_toml=None) -> str:
+    """The language of what ``command`` says to students: ``given`` (``--lang``), else the student's locale for
+    ``check`` and the course's (course.toml ``language``) for the instructor's commands."""
+    return choose(given, default=from_environment() if command == "check" else from_course(course_toml))
 
 
 def choose(given: str | None, *, default: str) -> str:
