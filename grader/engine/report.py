@@ -47,7 +47,6 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
     if unknown:
         raise ValueError(f"{stage.id}: tests {unknown} have no points in stage.toml [{kind}]")
     tests, score, max_score = [], Fraction(0), Fraction(0)
-    note = ""
     for func, cases in per_func.items():
         share = stages.case_points(points[func], len(cases), f"{stage.toml} [{kind}] {func}")
         for t in cases:
@@ -72,7 +71,7 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, intake_error
                 "duration_s": round(duration, 4),
             })
     ev = events.get(stage.id, {})
-    status = "graded"
+    status, note = "graded", ""
     if not module_present:
         status, note = "missing", tr("{module} is not in the submission", module=stage.module_file)
     elif ev.get("timed_out"):
