@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup grade check test test-slow lint lock lock-pythons starter release gradescope classroom bench notebooks catalogue secret clean
+.PHONY: setup grade check test test-slow lint lock lock-pythons starter release gradescope classroom bench notebooks catalogue secret messages clean
 
 # The grader installs editable from pyproject.toml with its `dev` extra; constraints.txt pins every
 # version, so a fresh clone next month installs what this one did (`make lock` rewrites it).
@@ -67,6 +67,11 @@ catalogue: $(STAMP)
 ## secret: a new course secret for a new term (new hidden inputs for everyone; commit it with tests/hidden)
 secret: $(STAMP)
 	$(PY) -m grader.authoring.secret
+
+## messages: extract every student-facing text (tr(...), test names, templates) into the catalogue, update
+## grader/i18n/locale/ko/LC_MESSAGES/grader.po and compile grader.mo (committed: a fresh clone needs no step)
+messages: $(STAMP)
+	$(PY) -m grader.authoring.messages
 
 release: $(STAMP)
 	$(PY) -m grader release $(or $(OUT),dist/student)

@@ -20,12 +20,18 @@ def _stage_list(value: str | None):
     return [s for s in (value or "").split(",") if s] or None
 
 
+def language(args) -> str:
+    """The language of what the command says to students (``grader.i18n.languages.for_command``)."""
+    from grader.i18n import languages  # start-up: `--help` imports nothing
+    return languages.for_command(args.command, args.lang, getattr(args, "course", None))
+
+
 def cmd_check(args) -> int:
     from grader.engine import run, table  # start-up: each command imports only what it runs
     stage_ids = [args.stage] if args.stage else None
     rep = run.grade(args.path, kind="public", stage_ids=stage_ids, isolation=args.isolation,
                     submission_id=os.path.basename(os.path.abspath(args.path)), pytest_here=True,
-                    validate=False)
+                    validate=False, language=language(args))
     _say_isolation(rep)
     table.print_report(rep)
     if args.github:
@@ -43,7 +49,7 @@ def cmd_grade(args) -> int:
     from grader.engine import gradescope, run, table  # start-up
     rep = run.grade(args.submission, kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
                     submission_id=args.id, threads=args.threads,
-                    allow_readable_secrets=args.allow_readable_secrets, seed=args.seed)
+                    allow_readable_secrets=args.allow_readable_secrets, seed=args.seed, language=language(args))
     _say_isolation(rep)
     if args.format == "gradescope":
         payload = gradescope.results_json(rep)
@@ -68,7 +74,7 @@ def cmd_release(args) -> int:
 
 def cmd_gradescope(args) -> int:
     from grader.authoring import autograder  # start-up; authoring/ is not in the student bundle
-    autograder.build(args.out_zip)
+    autograder.build(args.out_zip, language=args.lang)
     print(f"Gradescope autograder written to {args.out_zip}")
     return 0
 
@@ -104,10 +110,17 @@ def cmd_collect(args) -> int:
         return 1
 
 
+def _add_lang(command, default: str) -> None:
+    command.add_argument("--lang", choices=["en", "ko", "both"],
+                         help=f"the language of the feedback, test names and table ({default}); "
+                              "both: Korean with the English beneath")
+
+
 def _add_check(sub) -> None:
     c = sub.add_parser("check", help="run the public tests on your work (default: starter/)")
     c.add_argument("stage", nargs="?", help="a stage id, e.g. a02_softmax, a02 or 2 (default: all)")
     c.add_argument("path", nargs="?", default=str(paths.STARTER), help="folder, .zip or notebook")
+    _add_lang(c, "default: from LANG/LC_ALL, e.g. LANG=ko_KR.UTF-8 for Korean")
     c.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded"])
     c.add_argument("--github", action="store_true",
                    help="in a GitHub Actions step: each stage's points as a notice, in the step's summary and "
@@ -130,6 +143,7 @@ def _add_grade(sub) -> None:
                    help="grade even where the worker could read the hidden tests and solutions (no namespaces)")
     g.add_argument("--json", action="store_true", help="print the report as JSON")
     g.add_argument("--quiet", action="store_true", help="no table")
+    _add_lang(g, "default: course.toml's language")
     g.set_defaults(func=cmd_grade)
 
 
@@ -140,6 +154,7 @@ def _add_builds(sub) -> None:
 
     gs = sub.add_parser("gradescope", help="build a Gradescope autograder zip")
     gs.add_argument("out_zip")
+    _add_lang(gs, "default: course.toml's language")
     gs.set_defaults(func=cmd_gradescope)
 
     gc = sub.add_parser("classroom", help="build a template repository for GitHub (Classroom 50, or an "
@@ -156,6 +171,7 @@ def _add_batch(sub) -> None:
     b.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite file in --out)")
     b.add_argument("--out", default="grading-out")
     b.add_argument("--stages")
+    _add_lang(b, "default: course.toml's language (of --course)")
     b.add_argument("--executor", choices=["local", "dask"], default="local")
     b.add_argument("--scheduler", help="Dask scheduler address for --executor dask")
     b.add_argument("--regrade", action="store_true", help="grade again even if already graded")
@@ -199,6 +215,13 @@ def _add_collect(sub) -> None:
     co.set_defaults(func=cmd_collect)
 
 
+def _say_error(text, args) -> None:
+    """``error: TEXT`` on stderr, in the command's language where it has one (``--lang``)."""
+    from grader.i18n import render, tr  # start-up: `--help` imports nothing
+    lang = language(args) if hasattr(args, "lang") else "en"
+    print(render(tr("error: {problem}", problem=text), lang), file=sys.stderr)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grader", description="Grade Transformer-course submissions.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -220,11 +243,8 @@ def main(argv=None) -> int:
     except IsolationUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except UnreadableSubmission as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except UnknownStage as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
+    except (UnreadableSubmission, UnknownStage) as exc:  # what the student or instructor gave: in their language
+        _say_error(exc.args[0], args)
         return 2
     except Exception:  # noqa: BLE001 - anything else is our bug
         traceback.print_exc()

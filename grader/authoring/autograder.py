@@ -18,6 +18,7 @@ from pathlib import Path
 
 from grader.engine import paths, stages
 from grader.engine.run import PYTEST_SLACK_S
+from grader.i18n import languages
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SCRIPTS = ("setup.sh", "run_autograder")
@@ -58,13 +59,15 @@ def readme(measured: dict | None = None) -> str:
     return (TEMPLATES / "README.autograder.md").read_text(encoding="utf-8").format(**settings(measured))
 
 
-def build(out_zip: str) -> str:
+def build(out_zip: str, language: str | None = None) -> str:
+    """Write the autograder zip; ``language``: what students read on Gradescope (default: course.toml's)."""
+    language = languages.for_command("gradescope", language)
     os.makedirs(os.path.dirname(os.path.abspath(out_zip)), exist_ok=True)
     with zipfile.ZipFile(out_zip, "w", zipfile.ZIP_DEFLATED) as zf:
         for name in SCRIPTS:
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16
-            zf.writestr(info, (TEMPLATES / name).read_text(encoding="utf-8"))
+            zf.writestr(info, (TEMPLATES / name).read_text(encoding="utf-8").replace("@LANGUAGE@", language))
         zf.writestr("README", readme())
         for rel in SOURCE_PARTS:
             _add_tree(zf, rel)

@@ -8,8 +8,8 @@
 A mutant is the reference submission with a few exact find/replace edits in
 one stage module. ``make test`` grades every mutant of the core catalogue
 (``tests/mutants/*.toml``) and asserts that its stage loses points and that the
-feedback names the mistake; ``tests/mutants/extended/`` holds more mistakes,
-graded by ``make catalogue``.
+feedback names the mistake, in English and in Korean (``named_in_korean``);
+``tests/mutants/extended/`` holds more mistakes, graded by ``make catalogue``.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.engine import paths, run, seeds, stages
+from grader.i18n import Message, catalogue, localize, render
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -156,6 +157,47 @@ def upstream_shortfalls(report: dict, mistake: Mutant | None = None) -> list:
     return problems
 
 
+def naming_messages(mutant: Mutant, feedback) -> list:
+    """The marked texts of ``feedback`` that name ``mutant`` in English: the innermost ones whose own text
+    (their msgid, placeholders left out) holds one of its ``feedback_mentions``."""
+    words = [w.lower() for w in mutant.feedback_mentions]
+    found = []
+
+    def walk(message):
+        if not isinstance(message, Message):
+            return False
+        inner = [walk(p) for p in (*message.params.values(), *message.parts)]
+        own = (message.msgid or "").lower()
+        if not any(inner) and any(w in own for w in words):
+            found.append(message)
+            return True
+        return any(inner)
+
+    walk(feedback)
+    return found
+
+
+def named_in_korean(mutant: Mutant, stage_entry: dict) -> bool:
+    """Whether the Korean feedback of a stage entry graded with ``language=None`` (its texts still
+    Messages) names the mistake: a failed test's feedback holds a text that names it in English
+    (``naming_messages``), the Korean catalogue translates that text, and the Korean feedback shows it."""
+    for t in stage_entry["tests"]:
+        if t["status"] == "passed":
+            continue
+        korean = render(t["feedback"], "ko")
+        for m in naming_messages(mutant, t["feedback"]):
+            if catalogue.gettext(m.msgid, "ko") != m.msgid and render(m, "ko") in korean:
+                return True
+    return False
+
+
+def grade_both(mutant: Mutant, sub: Path, **grade_kwargs) -> tuple[dict, bool]:
+    """The mutant's stage entry in English, and whether its Korean feedback names the mistake: one grading
+    (the feedback is rendered in both languages from the same results)."""
+    entry = run.grade(str(sub), stage_ids=[mutant.stage], language=None, **grade_kwargs)["stages"][0]
+    return localize(entry, "en"), named_in_korean(mutant, entry)
+
+
 def failed_feedback(stage_report: dict) -> str:
     return " | ".join(f"{t['name']}: {t['feedback']}" for t in stage_report["tests"] if t["status"] != "passed")
 
@@ -250,16 +292,17 @@ def main(argv=None) -> int:
         return sweep(n, words[0] if words else None, extended)
     words = [a for a in argv if not a.startswith("--")]
     stage, only = (words[0], set(words[1:])) if words else (None, set())
-    verdicts, fair = [], []
+    verdicts, fair, korean = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for m in load(stage, extended):
             if only and m.id not in only:
                 continue
             sub = build_submission(m, Path(tmp) / m.stage / m.id)
-            rep = run.grade(str(sub), stage_ids=[m.stage], fast_only=not m.needs_slow)
-            s = rep["stages"][0]
+            s, named_ko = grade_both(m, sub, fast_only=not m.needs_slow)
             verdicts.append(verdict(m, s))
-            print(f"{verdicts[-1]:9} {m.key}: {m.description} — {s['score']:.2f}/{s['max_score']:.0f}", flush=True)
+            korean.append(verdicts[-1] == "CAUGHT" and named_ko)
+            print(f"{verdicts[-1]:9} {m.key}: {m.description} — {s['score']:.2f}/{s['max_score']:.0f}"
+                  + ("" if korean[-1] or verdicts[-1] != "CAUGHT" else " (not named in Korean)"), flush=True)
             if s["score"] < s["max_score"]:
                 print(f"          {failed_feedback(s)[:600]}")
         for st, path in ([] if only else alternatives(stage)):
@@ -284,7 +327,8 @@ def main(argv=None) -> int:
     print(f"mutants caught: {caught}/{len(verdicts)}")
     print(f"alternatives full marks: {sum(fair)}/{len(fair)}")
     print(f"named in feedback: {named}/{len(verdicts)}")
-    return 0 if named == len(verdicts) and all(fair) and all(up) else 1
+    print(f"named in feedback (ko): {sum(korean)}/{len(verdicts)}")
+    return 0 if named == len(verdicts) and sum(korean) == len(verdicts) and all(fair) and all(up) else 1
 
 
 if __name__ == "__main__":

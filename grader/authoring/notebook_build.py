@@ -30,6 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader import i18n
 from grader.engine import paths, stages
 from grader.engine.notebooks import CELL_SEPARATOR, STAGE_IMPORT
 from grader.engine.stages import STARTER_HEADER
@@ -185,9 +186,11 @@ INSTRUCTIONS = '''\
 EARLIER = ('\n   This stage imports your earlier stage{s} {names}: from your notebook of that stage if you '
            'changed it, else from `starter/`.')
 
+# The check cell: LANGUAGE is the course's (course.toml `language`) when the notebooks are built.
 CHECK = '''\
 # Runs the public tests of this stage on the tagged cells of this notebook, as last saved (Ctrl-S first).
-course.check(STAGE)\
+LANGUAGE = "{language}"  # of the feedback: "en" English, "ko" 한국어, "both" 둘 다
+course.check(STAGE, language=LANGUAGE)\
 '''
 
 
@@ -357,7 +360,7 @@ def build(stage_id: str, module_text: str, names_to_write: set | None = None):
     cells.md("## Check your work\n\nSave the notebook (Ctrl-S), then run the next cell. It writes the "
              f"tagged cells into `{stage_id}.py` in a temporary folder and runs this stage's public tests on "
              f"it (`python -m grader check {stage_id}`). The hidden tests check more.", "check")
-    cells.code(CHECK, "check")
+    cells.code(CHECK.format(language=i18n.languages.from_course()), "check")
     pictures = PICTURES.get(stage_id, [])
     if pictures:
         cells.md("## Pictures\n\nThese cells draw with *your* functions. Until a function is written "

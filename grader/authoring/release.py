@@ -25,6 +25,7 @@ STUDENT_GRADER = (
     "engine",                                # the trusted session `check` runs, its report
     "sandbox",                               # the worker side (less its stand-ins, below)
     "lab",                                   # what the notebooks import
+    "i18n",                                  # the feedback in the student's language (not the hidden catalogue)
 )
 # Inside those: the stand-ins are working stages 5 and 7.
 STUDENT_GRADER_SKIP = ("__pycache__", "standins")

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.engine import isolation, paths, stages
+from grader.i18n import languages
 
 from . import canvas, executors, grades_csv, grading, html_report, late, lateness, summary, term
 from .discovery import discover, fingerprint
@@ -91,6 +92,7 @@ class Request:
     allow_readable_secrets: bool = False
     similarity: bool = False
     references: tuple = ()
+    language: str = "en"             # of the reports and the students' pages (grader.i18n)
 
 
 @dataclass
@@ -123,7 +125,8 @@ def main(args) -> int:
                      stage_ids=[s for s in (args.stages or "").split(",") if s] or None, executor=args.executor,
                      scheduler=args.scheduler, regrade=args.regrade, reveal_after_due=args.reveal_after_due,
                      allow_readable_secrets=args.allow_readable_secrets, course=args.course, manifest=args.manifest,
-                     similarity=args.similarity, references=tuple(args.reference or ()))
+                     similarity=args.similarity, references=tuple(args.reference or ()),
+                     language=languages.for_command("batch", args.lang, args.course))
 
 
 def _console():
@@ -258,9 +261,9 @@ def _start_executor(req: Request, plan: Plan):
     try:
         if req.executor == "dask":
             return executors.DaskExecutor(req.scheduler, ids, hide, plan.suite, budget, target=target,
-                                          allow_readable_secrets=req.allow_readable_secrets)
+                                          allow_readable_secrets=req.allow_readable_secrets, language=req.language)
         return executors.LocalExecutor(req.workers, ids, hide, budget, target=target,
-                                       allow_readable_secrets=req.allow_readable_secrets)
+                                       allow_readable_secrets=req.allow_readable_secrets, language=req.language)
     except (OSError, TimeoutError, ValueError) as exc:
         print(f"error: cannot start the {req.executor} executor: {exc}", file=sys.stderr)
         return None
@@ -322,7 +325,7 @@ def _canvas(run: BatchRun, rows: list) -> None:
 
 def _html(run: BatchRun, rows: list) -> None:
     html_report.write_all(run.req.outputs.html, rows, run.req.chosen, suite=run.plan.suite, run_id=run.run_id,
-                          reveal_after_due=run.req.reveal_after_due)
+                          reveal_after_due=run.req.reveal_after_due, lang=run.req.language)
 
 
 def _summary(run: BatchRun, rows: list) -> None:

@@ -37,10 +37,10 @@ class SuiteMismatch(RuntimeError):
     """The grading side has a different test suite than the batch that asked."""
 
 
-def _spec(job, stage_ids, hide, target: str, allow_readable_secrets: bool) -> dict:
+def _spec(job, stage_ids, hide, target: str, allow_readable_secrets: bool, language: str = "en") -> dict:
     """What a grading process needs to know about its submission (see ``GradingProcess``)."""
     return {"target": target, "path": job.path, "submission_id": job.id, "stage_ids": list(stage_ids),
-            "hide": [str(h) for h in hide], "allow_readable_secrets": allow_readable_secrets}
+            "hide": [str(h) for h in hide], "allow_readable_secrets": allow_readable_secrets, "language": language}
 
 
 # ---------------------------------------------------------------- local processes
@@ -51,13 +51,14 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, workers: int, stage_ids, hide, timeout_s: float, target: str = DEFAULT_TARGET,
-                 allow_readable_secrets: bool = False):
+                 allow_readable_secrets: bool = False, language: str = "en"):
         self.workers = max(1, int(workers))
         self.stage_ids = list(stage_ids)
         self.hide = [str(h) for h in hide]
         self.timeout_s = timeout_s
         self.target = target
         self.allow_readable_secrets = allow_readable_secrets
+        self.language = language
         self._live: dict[int, GradingProcess] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -70,7 +71,7 @@ class LocalExecutor:
     def _grade(self, job) -> Outcome:
         if self._stopping.is_set():
             raise cf.CancelledError
-        spec = _spec(job, self.stage_ids, self.hide, self.target, self.allow_readable_secrets)
+        spec = _spec(job, self.stage_ids, self.hide, self.target, self.allow_readable_secrets, self.language)
         proc = GradingProcess(spec, job.slug, self._tmp, f"{socket.gethostname()}:local")
         with self._lock:
             self._live[proc.pid] = proc
@@ -133,7 +134,7 @@ class DaskExecutor:
     name = "dask"
 
     def __init__(self, scheduler: str, stage_ids, hide, suite_hash: str, timeout_s: float,
-                 target: str = DEFAULT_TARGET, allow_readable_secrets: bool = False):
+                 target: str = DEFAULT_TARGET, allow_readable_secrets: bool = False, language: str = "en"):
         try:
             from distributed import Client
         except ImportError as exc:  # pragma: no cover - dask is in requirements-dev.txt
@@ -147,6 +148,7 @@ class DaskExecutor:
         self.timeout_s = timeout_s
         self.target = target
         self.allow_readable_secrets = allow_readable_secrets
+        self.language = language
         self._futures = []
 
     def describe(self) -> str:
@@ -160,7 +162,7 @@ class DaskExecutor:
         from distributed import as_completed
         by_key = {}
         for job in jobs:
-            spec = _spec(job, self.stage_ids, self.hide, self.target, self.allow_readable_secrets)
+            spec = _spec(job, self.stage_ids, self.hide, self.target, self.allow_readable_secrets, self.language)
             fut = self.client.submit(grade_on_worker, spec, job.slug, self.suite_hash, self.timeout_s,
                                      key=f"grade-{job.slug}-{job.sha256[:12]}-{os.getpid()}-{time.time_ns()}",
                                      pure=False)

@@ -34,7 +34,9 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from grader import i18n
 from grader.engine.atomic import write_bytes
+from grader.engine.table import STATUS_WORDS
 
 from .rows import Row, Status
 
@@ -58,8 +60,25 @@ _env.filters.update(fmt=_fmt, px=lambda x: f"{x:.1f}", pct=lambda x: f"{x:.0%}")
 _env.globals["status_colour"] = STATUS_COLOUR
 
 
+@jinja2.pass_context
+def _translate(context, msgid: str, **params) -> str:
+    """``_("...")`` in a template: the text in the page's language (``lang`` of the context, else English)."""
+    return i18n.render(i18n.tr(msgid, **params), context.get("lang", "en"))
+
+
+@jinja2.pass_context
+def _status_word(context, status: str) -> str:
+    return i18n.render(STATUS_WORDS.get(status, status), context.get("lang", "en"))
+
+
+_env.globals.update({"_": _translate, "status_word": _status_word})
+
+
 def render(template: str, **context) -> str:
-    return _env.get_template(template).render(**context)
+    """A template with ``context``; ``lang`` (default English) is the language of its text and its ``<html lang>``
+    ("both" pages are Korean first)."""
+    lang = context.setdefault("lang", "en")
+    return _env.get_template(template).render(html_lang="en" if lang == "en" else "ko", **context)
 
 
 # ---------------------------------------------------------------- plots (inline SVG)
@@ -107,16 +126,18 @@ def _student_view(test: dict, reveal_after_due: bool) -> dict:
             "withheld": vis if failed and not shown else ""}
 
 
-def submission_page(row: Row, chosen=(), *, reveal_after_due: bool = False, class_link: bool = False) -> str:
-    """The feedback page of one submission."""
+def submission_page(row: Row, chosen=(), *, reveal_after_due: bool = False, class_link: bool = False,
+                    lang: str = "en") -> str:
+    """The feedback page of one submission, in its report's language (``lang`` when it has no report)."""
     rep = row.graded_report
+    lang = rep.get("language", lang) if rep else lang
     stages = []
     for s in rep["stages"] if rep else ():
         views = [_student_view(t, reveal_after_due) for t in s["tests"]]
         stages.append({"stage": s, "lost": s["score"] < s["max_score"] - 1e-9,
                        "failing": [v for v in views if v["test"]["status"] != "passed"],
                        "passing": [v for v in views if v["test"]["status"] == "passed"]})
-    return render("student.html", job=row.job, status=row.status, error=row.error,
+    return render("student.html", lang=lang, job=row.job, status=row.status, error=row.error,
                   graded_at=row.graded_at, rep=rep, stages=stages, class_link=class_link,
                   late=row.late if rep else None,
                   fraction=_fraction(rep["score"] / rep["max_score"] if rep and rep["max_score"] else 0.0),
@@ -221,13 +242,14 @@ def class_page(rows: list[Row], chosen=(), *, suite: str = "", run_id=None, top:
 
 
 def write_all(folder, rows: list[Row], chosen=(), *, suite: str = "", run_id=None,
-              reveal_after_due: bool = False) -> None:
-    """``folder/<slug>.html`` per submission (pending ones are skipped) and ``folder/class.html``."""
+              reveal_after_due: bool = False, lang: str = "en") -> None:
+    """``folder/<slug>.html`` per submission (pending ones are skipped; each in its report's language, else
+    ``lang``) and ``folder/class.html`` (instructors only: English)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for r in rows:
         if r.status is Status.PENDING:
             continue
         write_bytes(str(folder / f"{r.job.slug}.html"),
-                    submission_page(r, chosen, reveal_after_due=reveal_after_due).encode())
+                    submission_page(r, chosen, reveal_after_due=reveal_after_due, lang=lang).encode())
     write_bytes(str(folder / "class.html"), class_page(rows, chosen, suite=suite, run_id=run_id).encode())

@@ -29,6 +29,7 @@ from enum import Enum
 from grader.sandbox import protocol
 from grader.sandbox.protocol import ReplyKind
 
+from ..i18n import message, tr
 from . import stages
 
 
@@ -63,28 +64,32 @@ class EarlierModule:
 
     def why(self) -> str:
         detail = f" ({self.detail})" if self.detail else ""
-        where = {Source.THIS_REPORT: " in this grading",
-                 Source.VERDICT_ONLY: (" when its tests ran in this grading only to decide this (they are "
-                                       "not scored in this report)"),
-                 Source.RECORDED: (" when its tests ran on the same files with the same inputs for an earlier "
-                                   "grading (they are not scored in this report)"),
+        where = {Source.THIS_REPORT: tr(" in this grading"),
+                 Source.VERDICT_ONLY: (tr(" when its tests ran in this grading only to decide this (they are not "
+                                          "scored in this report)")),
+                 Source.RECORDED: (tr(" when its tests ran on the same files with the same inputs for an earlier "
+                                      "grading (they are not scored in this report)")),
                  Source.NONE: ""}[self.source]
         if self.own:
-            return (f"{self.stage}.py scored full marks{detail}{where}, so {self.later} imports it as you wrote it")
+            return (tr("{self_stage}.py scored full marks{detail}{where}, so {self_later} imports it as you "
+                       "wrote it", self_stage=self.stage, detail=detail, where=where, self_later=self.later))
         cause = {
-            Verdict.LOST_POINTS: f"{self.stage}.py lost points{detail}{where}",
-            Verdict.MISSING: f"{self.stage}.py is not in the submission",
-            Verdict.NOT_IMPORTABLE: f"{self.stage}.py could not be imported{detail}",
-            Verdict.UNKNOWN: f"{self.stage} was not graded in this session, so its verdict is unknown",
+            Verdict.LOST_POINTS: tr("{self_stage}.py lost points{detail}{where}",
+                                    self_stage=self.stage, detail=detail, where=where),
+            Verdict.MISSING: tr("{self_stage}.py is not in the submission", self_stage=self.stage),
+            Verdict.NOT_IMPORTABLE: tr("{self_stage}.py could not be imported{detail}",
+                                       self_stage=self.stage, detail=detail),
+            Verdict.UNKNOWN: tr("{self_stage} was not graded in this session, so its verdict is unknown",
+                                self_stage=self.stage),
         }[self.verdict]
-        return (f"{cause}, so {self.later} is graded with the course's stand-in for it (its contract names and "
-                f"course-provided code; your own helpers stay yours): a mistake there costs points only in "
-                f"{self.stage}")
+        return (tr("{cause}, so {self_later} is graded with the course's stand-in for it (its contract names and "
+                   "course-provided code; your own helpers stay yours): a mistake there costs points only in "
+                   "{self_stage}", cause=cause, self_later=self.later, self_stage=self.stage))
 
     def to_json(self) -> dict:
         """The report's ``stages[].earlier[]`` entry (schema v1)."""
         return {"stage": self.stage, "used": "own" if self.own else "stand-in", "verdict": self.verdict.value,
-                "verdict_from": self.source.value, "why": self.why()}
+                "verdict_from": self.source.value, "why": message.to_json(self.why())}
 
     def to_worker(self) -> dict:
         """What the worker needs (grader/sandbox/runtime.py): which module, the student's own or not."""
@@ -112,7 +117,8 @@ def decide(later: str, stage: str, *, present: bool, statuses: list | None, expe
         return EarlierModule(later, stage, Verdict.NOT_IMPORTABLE, source, " ".join(text.split())[:300])
     passed = sum(s == "passed" for s in statuses)
     verdict = Verdict.FULL_MARKS if passed == len(statuses) else Verdict.LOST_POINTS
-    return EarlierModule(later, stage, verdict, source, f"{passed} of {len(statuses)} tests passed")
+    return EarlierModule(later, stage, verdict, source, tr("{passed} of {len_statuses} tests passed",
+                                                           passed=passed, len_statuses=len(statuses)))
 
 
 def verdict_only(chosen: list, present: set) -> list:

@@ -20,6 +20,9 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+from ..i18n import from_environment, render, tr
+from .table import STATUS_WORDS
+
 POINTS_FILE = "public-points.tsv"
 
 
@@ -42,27 +45,34 @@ def _points(x) -> str:
     return f"{float(x):g}"
 
 
+def _stage_points(s: dict, language: str) -> str:
+    return render(tr("{stage}: {points} / {max_points} public points", stage=s["id"], points=_points(s["score"]),
+                     max_points=_points(s["max_score"])), language)
+
+
 def summary(report: dict) -> str:
-    """A Markdown section per stage of a ``check`` report."""
+    """A Markdown section per stage of a ``check`` report, in the report's language."""
+    language = report.get("language", "en")
     lines = []
     for s in report["stages"]:
-        lines.append(f"### {s['id']}: {_points(s['score'])} / {_points(s['max_score'])} public points")
+        lines.append(f"### {_stage_points(s, language)}")
         failing = [t for t in s["tests"] if t["status"] != "passed"]
         if s.get("message"):
             lines.append(f"\n{_cell(s['message'])}")
         if failing:
-            lines += ["", "| test | status | points | what is wrong |", "|---|---|---|---|"]
-            lines += [f"| `{_cell(t['id'])}` | {t['status']} | 0 / {_points(t['max_score'])} | {_cell(t['feedback'])} |"
-                      for t in failing]
+            header = render(tr("| test | status | points | what is wrong |"), language)
+            lines += ["", header, "|---|---|---|---|"]
+            lines += [f"| `{_cell(t['id'])}` | {render(STATUS_WORDS.get(t['status'], t['status']), language)} | "
+                      f"0 / {_points(t['max_score'])} | {_cell(t['feedback'])} |" for t in failing]
         else:
-            lines.append("\nEvery public test of this stage passed.")
+            lines.append("\n" + render(tr("Every public test of this stage passed."), language))
         lines.append("")
     return "\n".join(lines) + "\n"
 
 
 def notices(report: dict) -> list:
-    return [f"::notice title={_command_property(s['id'])}::"
-            + _command_data(f"{s['id']}: {_points(s['score'])} / {_points(s['max_score'])} public points")
+    language = report.get("language", "en")
+    return [f"::notice title={_command_property(s['id'])}::" + _command_data(_stage_points(s, language))
             for s in report["stages"]]
 
 
@@ -81,24 +91,33 @@ def publish(report: dict, environ=None, out=None) -> None:
                 f.write(f"{s['id']}\t{s['score']!r}\t{s['max_score']!r}\n")
 
 
-def total(expected=(), environ=None, out=None) -> tuple[Fraction, Fraction, list]:
+def total(expected=(), environ=None, out=None, language: str | None = None) -> tuple[Fraction, Fraction, list]:
     """Add up the job's points file: (points, max, the ``expected`` stages with no line); the total goes to
-    the summary and a notice, a stage with no line to a warning (its points are not in the total)."""
+    the summary and a notice, a stage with no line to a warning (its points are not in the total). In
+    ``language``, by default the student's (``LANG``, as ``check`` chooses)."""
     environ = os.environ if environ is None else environ
+    language = language or from_environment(environ)
     out = out or sys.stdout
     path = Path(environ.get("RUNNER_TEMP", ".")) / POINTS_FILE
     rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
     got = sum((Fraction(r[1]) for r in rows), Fraction(0))
     most = sum((Fraction(r[2]) for r in rows), Fraction(0))
     missing = [sid for sid in expected if sid not in {r[0] for r in rows}]
-    text = f"Public points: {_points(got)} / {_points(most)}"
-    print(f"::notice title=Public points::{_command_data(text)}", file=out)
+    text = render(tr("Public points: {points} / {max_points}", points=_points(got), max_points=_points(most)),
+                  language)
+    print(f"::notice title={_command_property(render(tr('Public points'), language))}::{_command_data(text)}",
+          file=out)
     if missing:
-        print(f"::warning title=Not checked::{_command_data('no points from ' + ', '.join(missing))}", file=out)
+        stages_missing = ", ".join(missing)
+        print(f"::warning title={_command_property(render(tr('Not checked'), language))}::"
+              + _command_data(render(tr("no points from {stages}", stages=stages_missing), language)), file=out)
     if environ.get("GITHUB_STEP_SUMMARY"):
         with open(environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
-            f.write(f"## {text}\n\n" + (f"Not checked: {', '.join(missing)}.\n\n" if missing else "")
-                    + "These are the public tests only; the grade comes from the hidden suites.\n")
+            f.write(f"## {text}\n\n"
+                    + (render(tr("Not checked: {stages}.", stages=", ".join(missing)), language) + "\n\n"
+                       if missing else "")
+                    + render(tr("These are the public tests only; the grade comes from the hidden suites."),
+                             language) + "\n")
     return got, most, missing
 
 

@@ -9,17 +9,22 @@ from __future__ import annotations
 import json
 import sys
 
+from ..i18n import render, tr
+from .table import STATUS_WORDS
+
 # What the student sees in results.json; the reason itself is in the autograder's output (its stdout),
 # which only the course staff see. Keyed by ``grade``'s exit status (grader/cli.py).
 NOT_GRADED = {
-    "2": "Not graded: no stage module (aNN_<name>.py or a notebook) was found in your submission.",
-    "1": "Not graded: the autograder could not run on this submission. This is not your code's fault; "
-         "your instructor can see why in the autograder's output.",
+    "2": tr("Not graded: no stage module (aNN_<name>.py or a notebook) was found in your submission."),
+    "1": tr("Not graded: the autograder could not run on this submission. This is not your code's fault; "
+            "your instructor can see why in the autograder's output."),
 }
 
 
 def results_json(report: dict) -> dict:
-    """Gradescope's results format (score, tests with name/score/max_score/status/output/visibility)."""
+    """Gradescope's results format (score, tests with name/score/max_score/status/output/visibility), in the
+    report's language (its test names and feedback already are; the lines added here are translated)."""
+    language = report.get("language", "en")
     tests = []
     for stage in report["stages"]:
         for t in stage["tests"]:
@@ -29,34 +34,37 @@ def results_json(report: dict) -> dict:
                 "score": t["score"],
                 "max_score": t["max_score"],
                 "status": "passed" if t["status"] == "passed" else "failed",
-                "output": t["feedback"] or ("" if t["status"] == "passed" else t["status"]),
+                "output": t["feedback"] or ("" if t["status"] == "passed"
+                                            else render(STATUS_WORDS.get(t["status"], t["status"]), language)),
                 "visibility": t["visibility"],
             })
     total = report["score"] + report.get("bonus_score", 0.0)
     return {
         "score": min(total, report["max_score"]),
-        "output": f"Transformer course grader: {report['score']:.2f} / {report['max_score']:.0f}"
-                  + (f" (+{report['bonus_score']:.2f} bonus, capped at the course total)"
-                     if "bonus_score" in report else ""),
+        "output": render(tr("Transformer course grader: {score} / {max_score}{bonus}",
+                            score=f"{report['score']:.2f}", max_score=f"{report['max_score']:.0f}",
+                            bonus=tr(" (+{bonus} bonus, capped at the course total)",
+                                     bonus=f"{report['bonus_score']:.2f}") if "bonus_score" in report else ""),
+                         language),
         "tests": tests,
         "visibility": "visible",
         "execution_time": int(report["duration_s"]),
     }
 
 
-def not_graded(status: str) -> dict:
+def not_graded(status: str, language: str = "en") -> dict:
     """results.json for a submission ``grade`` could not grade (its exit ``status``): a score of 0
-    that says why, so that Gradescope still shows a result."""
-    return {"score": 0.0, "output": NOT_GRADED.get(status, NOT_GRADED["1"]), "tests": []}
+    that says why (in ``language``), so that Gradescope still shows a result."""
+    return {"score": 0.0, "output": render(NOT_GRADED.get(status, NOT_GRADED["1"]), language), "tests": []}
 
 
 def main(argv=None) -> None:
-    """``not-graded OUT STATUS``: write :func:`not_graded`'s results.json to OUT."""
+    """``not-graded OUT STATUS [LANGUAGE]``: write :func:`not_graded`'s results.json to OUT."""
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 3 or argv[0] != "not-graded":
-        sys.exit("usage: python -m grader.engine.gradescope not-graded OUT STATUS")
-    with open(argv[1], "w") as f:
-        json.dump(not_graded(argv[2]), f)
+    if len(argv) not in (3, 4) or argv[0] != "not-graded":
+        sys.exit("usage: python -m grader.engine.gradescope not-graded OUT STATUS [LANGUAGE]")
+    with open(argv[1], "w", encoding="utf-8") as f:
+        json.dump(not_graded(argv[2], *argv[3:]), f, ensure_ascii=False)
 
 
 if __name__ == "__main__":

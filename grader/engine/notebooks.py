@@ -16,6 +16,8 @@ import json
 import re
 from pathlib import Path
 
+from ..i18n import tr
+
 KEEP_TAGS = {"solution", "course"}
 CELL_SEPARATOR = "\n\n\n"          # two blank lines between cells, as between top-level definitions
 MAGIC = re.compile(r"^\s*(!|%)", re.MULTILINE)
@@ -36,15 +38,16 @@ def read(text: str, name: str = "notebook"):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise NotebookError(f"{name} is not a readable Jupyter notebook: its JSON is broken at line {exc.lineno} "
-                            f"({exc.msg}); was it saved from Jupyter/Colab as .ipynb?") from None
+        raise NotebookError(tr("{name} is not a readable Jupyter notebook: its JSON is broken at line "
+                               "{exc_lineno} ({exc_msg}); was it saved from Jupyter/Colab as .ipynb?",
+                               name=name, exc_lineno=exc.lineno, exc_msg=exc.msg)) from None
     if not isinstance(data, dict) or "cells" not in data or "nbformat" not in data:
-        raise NotebookError(f"{name} is not a valid Jupyter notebook (no 'cells' or 'nbformat' field)")
+        raise NotebookError(tr("{name} is not a valid Jupyter notebook (no 'cells' or 'nbformat' field)", name=name))
     try:
         import nbformat
     except ImportError:  # pragma: no cover - the course venv has nbformat
         if data.get("nbformat") != 4 or not isinstance(data.get("cells"), list):
-            raise NotebookError(f"{name} is not a valid Jupyter notebook in format 4") from None
+            raise NotebookError(tr("{name} is not a valid Jupyter notebook in format 4", name=name)) from None
         return data
     import warnings
     with warnings.catch_warnings():
@@ -62,7 +65,8 @@ def read(text: str, name: str = "notebook"):
                 nbformat.validate(nb)
         except Exception as exc:  # nbformat.ValidationError, or a crash on a badly shaped field
             reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-            raise NotebookError(f"{name} is not a valid Jupyter notebook ({str(reason).splitlines()[0][:200]})") \
+            raise NotebookError(tr("{name} is not a valid Jupyter notebook ({str_reason_splitlines_0})",
+                                   name=name, str_reason_splitlines_0=str(reason).splitlines()[0][:200])) \
                 from None
     return nb
 
@@ -99,15 +103,18 @@ def cells_to_source(nb, name: str) -> str:
         source = _source(cell)
         magic = _magic_line(source)
         if magic is not None:
-            raise NotebookError(f"{name}: cell {i + 1} (tagged {'/'.join(sorted(_tags(cell) & KEEP_TAGS))}) runs "
-                                f"a shell command or magic ({magic[:40]!r}); graded cells must be plain Python. "
-                                "Move it to an untagged cell.")
+            raise NotebookError(tr("{name}: cell {i_1} (tagged {join_sorted__tags_cell_k}) runs a shell command "
+                                   "or magic ({magic_40}); graded cells must be plain Python. Move it to an "
+                                   "untagged cell.",
+                                   name=name, i_1=i + 1,
+                                   join_sorted__tags_cell_k='/'.join(sorted(_tags(cell) & KEEP_TAGS)),
+                                   magic_40=f"{magic[:40]!r}"))
         kept.append(source)
     if not kept:
-        raise NotebookError(f"{name}: none of its {code_cells} code cells is tagged 'solution' or 'course', so "
-                            "there is nothing to grade; did the cell tags get removed? Tag your code cells "
-                            "'solution' again (Jupyter: the gear / property inspector; Colab: hand in the .py "
-                            "file instead)")
+        raise NotebookError(tr("{name}: none of its {code_cells} code cells is tagged 'solution' or 'course', so "
+                               "there is nothing to grade; did the cell tags get removed? Tag your code cells "
+                               "'solution' again (Jupyter: the gear / property inspector; Colab: hand in the .py "
+                               "file instead)", name=name, code_cells=code_cells))
     return CELL_SEPARATOR.join(kept) + "\n"
 
 
@@ -118,7 +125,8 @@ def notebook_to_source(path, name: str | None = None) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise NotebookError(f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise NotebookError(tr("{name} is not UTF-8 text ({exc_reason} at byte {exc_start})",
+                               name=name, exc_reason=exc.reason, exc_start=exc.start)) from None
     return cells_to_source(read(text, name), name)
 
 
@@ -130,8 +138,8 @@ def convert(paths: list, dest: Path) -> list:
         name = Path(path).name
         match = NOTEBOOK.match(name)
         if not match:
-            errors.append((name, f"{name}: a notebook must be named after its stage, e.g. a03_attention.ipynb; "
-                                 "ignored"))
+            errors.append((name, tr("{name}: a notebook must be named after its stage, e.g. a03_attention.ipynb; "
+                                    "ignored", name=name)))
             continue
         try:
             source = notebook_to_source(path, name)
@@ -139,7 +147,7 @@ def convert(paths: list, dest: Path) -> list:
             message = str(exc)
             if not message.startswith(name):
                 message = f"{name}: {message}"
-            errors.append((name, f"{message} (the stage scores zero)"))
+            errors.append((name, tr("{message} (the stage scores zero)", message=message)))
             continue
         (Path(dest) / f"{match.group(1)}.py").write_text(source, encoding="utf-8")
     return errors

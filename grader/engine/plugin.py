@@ -12,6 +12,7 @@ import tempfile
 
 import pytest
 
+from ..i18n import Message, message, tr
 from . import earlier, forkservers, paths, seeds, stages, testing
 from . import isolation as iso
 from .errors import StudentProblem
@@ -179,19 +180,30 @@ def _earlier_module(config, later: str, name: str, submission: str) -> earlier.E
                           **_ran(config, name))
 
 
-def classify(excinfo) -> tuple[str, str]:
-    """(status, feedback) of a finished test."""
+def classify(excinfo) -> tuple[str, str | Message]:
+    """(status, feedback) of a finished test. Feedback the test marked (``tr``) stays a Message, to be
+    rendered in the report's language; the grading session runs with ``--assert=plain``, so that the
+    message of an ``assert`` reaches here as the test wrote it."""
     if excinfo is None:
         return "passed", ""
     exc = excinfo.value
     if isinstance(exc, StudentProblem):
-        return exc.status, str(exc)
+        return exc.status, exc.feedback
     if isinstance(exc, AssertionError):
-        text = str(exc).split("\nassert ")[0].strip() or "an assertion failed"
-        return "failed", text
+        given = exc.args[0] if exc.args else ""
+        if isinstance(given, Message):
+            return "failed", given
+        return "failed", str(given).strip() or tr("an assertion failed")
     if excinfo.typename in ("Skipped", "XFailed"):
         return "skipped", str(exc)
-    return "failed", f"the result could not be checked ({type(exc).__name__}: {exc})"
+    return "failed", tr("the result could not be checked ({error})", error=f"{type(exc).__name__}: {exc}")
+
+
+def test_name(item) -> Message:
+    """The test's name for students: the first line of its docstring (the catalogue translates it), else
+    its function's name."""
+    doc = (item.function.__doc__ or "").strip().splitlines()
+    return message.escaped(doc[0].strip()) if doc else message.escaped(item.name)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -204,7 +216,8 @@ def pytest_runtest_makereport(item, call):
         item.session.shouldstop = "grader error"
     if call.when == "call" or (call.when == "setup" and report.failed):
         status, feedback = classify(call.excinfo)
-        item._grader_result = {"status": status, "feedback": feedback[:FEEDBACK_CHARS]}
+        item._grader_result = {"status": status, "feedback": message.to_json(message.shortened(feedback,
+                                                                                               FEEDBACK_CHARS))}
         if item.module is not None and hasattr(item.config, "_grader_statuses"):  # later stages' decisions
             item.config._grader_statuses.setdefault(stage_of(item.module), []).append(status)
 
@@ -212,9 +225,8 @@ def pytest_runtest_makereport(item, call):
 def pytest_json_runtest_metadata(item, call):
     if call.when != "teardown":
         return {}
-    doc = (item.function.__doc__ or "").strip().splitlines()
-    result = getattr(item, "_grader_result", {"status": "error", "feedback": "the test did not run"})
-    return {"grader": {**result, "name": doc[0].strip() if doc else item.name}}
+    result = getattr(item, "_grader_result", {"status": "error", "feedback": tr("the test did not run").to_json()})
+    return {"grader": {**result, "name": test_name(item).to_json()}}
 
 
 def pytest_sessionfinish(session):
@@ -228,7 +240,8 @@ def pytest_sessionfinish(session):
         # what a later stage would decide about this one: run.grade records it (earlier.Recorded)
         own = earlier.decide("", stage_id, present=True, verdict_only=False, **_ran(session.config, stage_id))
         summary[stage_id] = {
-            "timed_out": worker.timed_out, "crashes": worker.crashes, "events": worker.events,
+            "timed_out": worker.timed_out, "crashes": worker.crashes,
+            "events": [message.to_json(e) for e in worker.events],
             "load": {k: load.get(k) for k in ("ok", "kind", "type", "message", "where")},
             "isolation": isolation.describe(),
             "earlier": [e.to_json() for e in worker.earlier],

@@ -11,6 +11,8 @@ from functools import lru_cache
 from grader.sandbox import protocol
 from grader.sandbox.protocol import ReplyKind
 
+from ..i18n import join, tr
+from ..i18n.message import from_json
 from . import paths, stages
 
 
@@ -99,6 +101,7 @@ class Report:
     duration_s: float
     seed: int | None = None
     late: dict | None = None
+    language: str | None = None   # en | ko | both: what its student-facing text is in (absent before issue 24)
     schema_version: int = 1
 
     @property
@@ -118,7 +121,8 @@ class Report:
         return exact_sum(s.max_score for s in self.core)
 
     def to_json(self) -> dict:
-        data = {"schema_version": self.schema_version, "kind": self.kind, "submission": self.submission,
+        data = {"schema_version": self.schema_version, "kind": self.kind,
+                **({"language": self.language} if self.language is not None else {}), "submission": self.submission,
                 **({"seed": int(self.seed)} if self.seed is not None else {}),
                 "score": self.score, "max_score": self.max_score, "stages": [s.to_json() for s in self.stages],
                 "errors": list(self.errors), "isolation": self.isolation, "environment": self.environment,
@@ -168,15 +172,20 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, notes: list,
     ev = events.get(stage.id, {})
     status, message = StageStatus.GRADED, ""
     if ev.get("timed_out"):
-        status, message = StageStatus.TIMEOUT, f"the stage hit its {stage.time_limit_s:.0f} s time limit"
+        status, message = StageStatus.TIMEOUT, tr("the stage hit its {seconds} s time limit",
+                                                  seconds=f"{stage.time_limit_s:.0f}")
     elif ev.get("load", {}).get("ok") is False and ev.get("crashes"):
         status = StageStatus.CRASHED
     if ev.get("load") and protocol.reply_kind(ev["load"]) is ReplyKind.LOAD_ERROR:
-        message = f"could not import {stage.id}.py: {ev['load'].get('type')}: {ev['load'].get('message')}"
-    message = "; ".join(filter(None, [message, *notes, *ev.get("events", [])]))
+        message = tr("could not import {module}: {error}", module=stage.module_file,
+                     error=f"{ev['load'].get('type')}: {ev['load'].get('message')}")
+    notes = [*notes, *(from_json(e) for e in ev.get("events", []))]
+    if notes:
+        message = join([message, *notes])
+    earlier = [{**e, "why": from_json(e["why"])} for e in ev.get("earlier", [])]
     return StageResult(stage.id, stage.title, exact_sum(t.score for t in tests),
                        exact_sum(t.max_score for t in tests) if partial else float(stage.points), status, tests,
-                       bonus=stage.bonus, message=message, earlier=ev.get("earlier", []))
+                       bonus=stage.bonus, message=message, earlier=earlier)
 
 
 def _test_results(stage, kind: str, json_tests: list) -> list[TestResult]:
@@ -198,13 +207,13 @@ def _test_results(stage, kind: str, json_tests: list) -> list[TestResult]:
             status = meta.get("status") or ("passed" if t["outcome"] == "passed" else "error")
             status = TestStatus(status) if status in TestStatus._value2member_map_ else TestStatus.ERROR
             duration = sum(t.get(phase, {}).get("duration", 0.0) for phase in ("setup", "call", "teardown"))
+            feedback = from_json(meta.get("feedback", ""))
+            if status is TestStatus.MISSING and not feedback:
+                feedback = tr("{module} was not handed in", module=stage.module_file)
             tests.append(TestResult(
-                id=f"{stage.id}::{_nodeid_parts(t['nodeid'])[2]}", name=meta.get("name", func),
+                id=f"{stage.id}::{_nodeid_parts(t['nodeid'])[2]}", name=from_json(meta.get("name", func)),
                 score=float(share) if status is TestStatus.PASSED else 0.0, max_score=float(share), status=status,
-                visibility=stage.tests(kind)[func].visibility,
-                feedback=meta.get("feedback") or (f"{stage.id}.py was not handed in" if status is TestStatus.MISSING
-                                                  else ""),
-                duration_s=round(duration, 4)))
+                visibility=stage.tests(kind)[func].visibility, feedback=feedback, duration_s=round(duration, 4)))
     return tests
 
 
@@ -219,12 +228,13 @@ def zero_stage(stage, kind: str, feedback: str, message: str) -> StageResult:
 
 
 def assemble(intake, kind: str, stage_entries: list, isolation: dict, duration: float,
-             seed: int | None = None) -> Report:
-    """The report of a grading: the intake's submission and lines, its stages, how it was confined."""
+             seed: int | None = None, language: str = "en") -> Report:
+    """The report of a grading: the intake's submission and lines, its stages, how it was confined;
+    ``language``: what its student-facing text will be rendered in (``grader.i18n.localize``)."""
     return Report(kind=kind, submission={"id": intake.id, "path": intake.path, "sha256": intake.sha256,
                                          "format": intake.format.value},
                   stages=stage_entries, errors=intake.lines(), isolation=isolation, environment=environment(),
-                  duration_s=round(duration, 3), seed=seed)
+                  duration_s=round(duration, 3), seed=seed, language=language)
 
 
 def not_graded(submission: dict, kind: str, chosen, error: str, isolation: dict) -> Report:

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 
+from ..i18n import join, localize, tr
 from . import earlier, forkservers, paths, report, seeds, stages, submission
 from . import isolation as iso
 
@@ -19,7 +20,7 @@ RECORDED = earlier.Recorded()  # verdicts of verdict-only suites run by this pro
 def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "auto",
           submission_id: str | None = None, threads: int = 1, hide=(), fast_only: bool = False,
           reverse_order: bool = False, pytest_here: bool = False, validate: bool = True,
-          allow_readable_secrets: bool = False, seed: int | None = None) -> dict:
+          allow_readable_secrets: bool = False, seed: int | None = None, language: str | None = "en") -> dict:
     """Grade the submission at ``path`` and return the schema-v1 report.
 
     ``fast_only`` leaves out tests marked ``slow`` (end-to-end training); the
@@ -33,6 +34,9 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
     (``grader/engine/seeds.py``); by default derived from the course secret and the
     submission's id, so a regrade of the same id draws the same inputs. The report records
     it, and ``seed=`` the recorded value reproduces the report.
+    ``language``: what the student-facing text of the report is in ("en", "ko", "both"; the report records
+    it); None leaves each text a ``grader.i18n.Message``, to be rendered later in any language
+    (``grader.i18n.localize``). Grading itself does not depend on it.
     Raises ``submission.UnreadableSubmission`` when nothing can be graded, and
     ``isolation.IsolationUnavailable`` when the workers cannot be confined as chosen
     (``isolation`` "strict" without every layer; no namespaces at all on the hidden
@@ -68,7 +72,10 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
                    for s in chosen if s.suite(kind).exists()]
         widest = max(chosen, key=lambda s: (s.memory_mb, s.time_limit_s))
         result = report.assemble(intake, kind, entries, iso_choice.for_stage(widest).describe(),
-                                 time.monotonic() - start, seed=seed).to_json()
+                                 time.monotonic() - start, seed=seed, language=language or "en").to_json()
+        if language is None:
+            return result
+        result = localize(result, language)
         if validate:
             report.validate(result)
         return result
@@ -95,8 +102,8 @@ def _earlier_verdicts(runnable, handed_in, folder, kind, fast_only, seed):
 def _missing_stage(stage, kind, notes: list):
     """Every test of a stage whose module was not handed in: status missing, zero.
     A notebook that could not be read says why here (``notes``: the intake's lines about the stage)."""
-    return report.zero_stage(stage, kind, f"{stage.id}.py was not handed in",
-                             "; ".join([f"{stage.id}.py is not in the submission", *notes]))
+    return report.zero_stage(stage, kind, tr("{module} was not handed in", module=stage.module_file),
+                             join([tr("{module} is not in the submission", module=stage.module_file), *notes]))
 
 
 def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_only=False, reverse_order=False,
@@ -114,8 +121,9 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
     # the end; fixtures such as tmp_path stay).
     unused = ["cacheprovider", "doctest", "junitxml", "pastebin", "stepwise", "setuponly", "setupplan",
               "faulthandler", "debugging", "nose", "unittest", "unraisableexception", "threadexception"]
+    # --assert=plain: a failed assert's message reaches the plugin as the test wrote it (grader.i18n.Message)
     args = ["-p", "pytest_jsonreport.plugin", "-p", "grader.engine.plugin", *[f"-pno:{name}" for name in unused],
-            "-q", "--no-header", "-rN", "--tb=no",
+            "--assert=plain", "-q", "--no-header", "-rN", "--tb=no",
             f"--rootdir={paths.ROOT}", "-c", str(paths.ROOT / "tests" / "grading.ini"),
             "--json-report", f"--json-report-file={json_path}", "--json-report-omit", "log", "keywords",
             f"--submission={folder}", f"--isolation-plan={isolation.to_json()}", f"--grader-work={work}",

@@ -8,6 +8,7 @@ from fractions import Fraction
 from functools import cache
 from pathlib import Path
 
+from ..i18n import tr
 from . import paths
 
 if sys.version_info >= (3, 11):
@@ -240,7 +241,8 @@ def resolve(names) -> list:
         match = [s for s in stages if s.id == key or s.id.split("_")[0] == key
                  or (key.isdigit() and s.id[1:3] == f"{int(key):02d}")]
         if not match:
-            raise UnknownStage(f"no stage {key!r}; stages are: {', '.join(s.id for s in stages)}")
+            raise UnknownStage(tr("no stage {stage}; stages are: {stages}", stage=repr(key),
+                                  stages=", ".join(s.id for s in stages)))
         chosen.extend(m for m in match if m not in chosen)
     return chosen
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 
+from ..i18n import tr
+
 
 def _dotted(node, aliases):
     """'torch.nn.functional.x' for an attribute chain rooted at an imported name, else None."""
@@ -38,7 +40,8 @@ def scan(source: str, filename: str, forbidden: list) -> list:
     def hit(node, dotted):
         for banned in forbidden:
             if _matches(dotted, banned):
-                hits.append(f"{filename}:{node.lineno} uses {banned}, which this stage forbids")
+                hits.append(tr("{filename}:{node_lineno} uses {banned}, which this stage forbids",
+                               filename=filename, node_lineno=node.lineno, banned=banned))
                 return
 
     for node in ast.walk(tree):

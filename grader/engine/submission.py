@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from ..i18n import tr
 from . import notebooks  # notebooks are converted into modules, cell tags decide what is code
 
 STAGE_FILE = re.compile(r"^a\d\d_[a-z0-9_]+\.py$")
@@ -43,7 +44,7 @@ class Format(str, Enum):
             return cls.NOTEBOOKS
         if path.is_dir():
             return cls.FOLDER
-        raise UnreadableSubmission(f"{path} is neither a folder, a .zip nor a notebook")
+        raise UnreadableSubmission(tr("{path} is neither a folder, a .zip nor a notebook", path=str(path)))
 
 
 @dataclass(frozen=True)
@@ -90,22 +91,28 @@ def _extract_zip(path: Path, dest: Path) -> None:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise UnreadableSubmission(f"{path.name} is not a readable zip file ({exc})") from None
+        raise UnreadableSubmission(tr("{path_name} is not a readable zip file ({exc})",
+                                      path_name=path.name, exc=exc)) from None
     with archive:
         infos = archive.infolist()
         if len(infos) > MAX_ZIP_ENTRIES:
-            raise UnreadableSubmission(f"{path.name} has {len(infos)} entries (limit {MAX_ZIP_ENTRIES})")
+            raise UnreadableSubmission(tr("{path_name} has {len_infos} entries (limit {max_zip_entries})",
+                                          path_name=path.name, len_infos=len(infos),
+                                          max_zip_entries=MAX_ZIP_ENTRIES))
         total = 0
         for info in infos:
             name = info.filename
             parts = Path(name).parts
             if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-                raise UnreadableSubmission(f"{path.name} has an entry that escapes the folder: {name!r}")
+                raise UnreadableSubmission(tr("{path_name} has an entry that escapes the folder: {name}",
+                                              path_name=path.name, name=f"{name!r}"))
             if stat.S_ISLNK(info.external_attr >> 16):
-                raise UnreadableSubmission(f"{path.name} contains a symbolic link: {name!r}")
+                raise UnreadableSubmission(tr("{path_name} contains a symbolic link: {name}",
+                                              path_name=path.name, name=f"{name!r}"))
             total += info.file_size
             if total > MAX_ZIP_BYTES:
-                raise UnreadableSubmission(f"{path.name} unpacks to more than {MAX_ZIP_BYTES >> 20} MB")
+                raise UnreadableSubmission(tr("{path_name} unpacks to more than {max_zip_bytes_20} MB",
+                                              path_name=path.name, max_zip_bytes_20=MAX_ZIP_BYTES >> 20))
         for info in infos:
             if info.is_dir() or not name_is_wanted(info.filename):
                 continue
@@ -116,7 +123,8 @@ def _extract_zip(path: Path, dest: Path) -> None:
                 while chunk := src.read(1 << 16):
                     copied += len(chunk)
                     if copied > MAX_FILE_BYTES:  # the header lied about the size
-                        raise UnreadableSubmission(f"{info.filename} in {path.name} is larger than it claims")
+                        raise UnreadableSubmission(tr("{info_filename} in {path_name} is larger than it claims",
+                                                      info_filename=info.filename, path_name=path.name))
                     out.write(chunk)
 
 
@@ -138,7 +146,7 @@ def intake(path: str, dest: str, submission_id: str | None = None) -> Intake:
     dest_path.mkdir(parents=True, exist_ok=True)
     sid = submission_id or src.name.removesuffix(".zip")
     if not src.exists():
-        raise UnreadableSubmission(f"{path} does not exist")
+        raise UnreadableSubmission(tr("{path} does not exist", path=path))
     fmt = Format.of(src)
     if fmt is Format.ZIP:
         unpacked = dest_path / "_unpacked"
@@ -154,23 +162,25 @@ def intake(path: str, dest: str, submission_id: str | None = None) -> Intake:
     errors = [Note(file, text) for file, text in notebooks.convert(found, modules)]
     for p in sorted(root.glob("*.py")):
         if p.is_symlink() or not p.is_file():
-            errors.append(Note(p.name, f"{p.name} is a symbolic link or not a file; ignored"))
+            errors.append(Note(p.name, tr("{p_name} is a symbolic link or not a file; ignored", p_name=p.name)))
             continue
         if p.stat().st_size > MAX_FILE_BYTES:
-            errors.append(Note(p.name, f"{p.name} is larger than {MAX_FILE_BYTES >> 20} MB; ignored"))
+            errors.append(Note(p.name, tr("{p_name} is larger than {max_file_bytes_20} MB; ignored",
+                                          p_name=p.name, max_file_bytes_20=MAX_FILE_BYTES >> 20)))
             continue
         data = p.read_bytes()
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            errors.append(Note(p.name, f"{p.name} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                                       "save it as UTF-8"))
+            errors.append(Note(p.name, tr("{p_name} is not UTF-8 text ({exc_reason} at byte {exc_start}); save it "
+                                          "as UTF-8", p_name=p.name, exc_reason=exc.reason, exc_start=exc.start)))
         if (modules / p.name).exists():
-            errors.append(Note(p.name, f"{p.name} is given both as a .py file and in a notebook; the .py file "
-                                       "is graded"))
+            errors.append(Note(p.name, tr("{p_name} is given both as a .py file and in a notebook; the .py file is "
+                                          "graded", p_name=p.name)))
         (modules / p.name).write_bytes(data)
     if not any(STAGE_FILE.match(p.name) for p in modules.iterdir()):
-        raise UnreadableSubmission(f"{path} holds no stage module (a01_similarity.py … a09_retrieval.py)")
+        raise UnreadableSubmission(tr("{path} holds no stage module (a01_similarity.py … a09_retrieval.py)",
+                                      path=path))
     return Intake(id=sid, path=str(path), folder=str(modules), format=fmt, sha256=_hash(modules), errors=errors)
 
 

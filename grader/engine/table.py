@@ -9,18 +9,33 @@ from __future__ import annotations
 import os
 import sys
 
+from ..i18n import render, tr
+
 ANSI = {"green": "32", "red": "31", "yellow": "33", "magenta": "35", "dim": "2", "bold": "1"}
 STATUS_COLOUR = {"passed": "green", "failed": "red", "error": "red", "timeout": "yellow",
                  "crashed": "magenta", "missing": "dim"}
+# The words a student reads for the report's statuses (the report itself keeps the English values).
+STATUS_WORDS = {"passed": tr("passed"), "failed": tr("failed"), "error": tr("error"), "timeout": tr("timeout"),
+                "crashed": tr("crashed"), "missing": tr("missing"), "graded": tr("graded"), "skipped": tr("skipped")}
+
+
+def width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: Hangul (and other wide characters) take two."""
+    import unicodedata
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def pad(text: str, columns: int, right: bool = False) -> str:
+    space = " " * max(0, columns - width(text))
+    return space + text if right else text + space
 
 
 def _grid(header: list, rows: list, footer: list, right: set) -> list:
     """Box-drawn lines of a table; ``right``: indices of right-aligned columns."""
-    widths = [max(len(r[i]) for r in [header, *rows, *footer]) for i in range(len(header))]
+    widths = [max(width(r[i]) for r in [header, *rows, *footer]) for i in range(len(header))]
 
     def line(cells):
-        return "│ " + " │ ".join(c.rjust(w) if i in right else c.ljust(w)
-                                  for i, (c, w) in enumerate(zip(cells, widths))) + " │"
+        return "│ " + " │ ".join(pad(c, w, i in right) for i, (c, w) in enumerate(zip(cells, widths))) + " │"
 
     def rule(left, mid, end):
         return left + mid.join("─" * (w + 2) for w in widths) + end
@@ -32,8 +47,17 @@ def _grid(header: list, rows: list, footer: list, right: set) -> list:
 
 
 def print_report(report: dict, *, show_feedback: bool = True, file=None) -> None:
+    """The report as a table and its feedback, in the report's language (its text is already in it; the
+    table's own words are translated here)."""
     file = file or sys.stdout
     colour = file.isatty() and "NO_COLOR" not in os.environ
+    language = report.get("language", "en")
+
+    def words(text):
+        return render(text, "ko" if language == "both" else language)  # one line per cell, even for "both"
+
+    def status_of(value):
+        return words(STATUS_WORDS.get(value, value))
 
     def paint(text, name):
         return f"\033[{ANSI[name]}m{text}\033[0m" if colour and name else text
@@ -44,13 +68,16 @@ def print_report(report: dict, *, show_feedback: bool = True, file=None) -> None
     rows = []
     for s in report["stages"]:
         passed = sum(t["status"] == "passed" for t in s["tests"])
-        rows.append([s["id"] + (" (bonus)" if s.get("bonus") else ""), s["status"],
+        rows.append([s["id"] + (words(tr(" (bonus)")) if s.get("bonus") else ""), status_of(s["status"]),
                      f"{s['score']:.2f} / {s['max_score']:.0f}", f"{passed}/{len(s['tests'])}"])
-    footer = [["total", "", f"{report['score']:.2f} / {report['max_score']:.0f}", ""]]
+    footer = [[words(tr("total")), "", f"{report['score']:.2f} / {report['max_score']:.0f}", ""]]
     if "bonus_score" in report:
-        footer.append(["bonus", "", f"{report['bonus_score']:.2f} / {report['bonus_max_score']:.0f}", ""])
-    say(paint(f"{report['submission']['id']} ({report.get('kind', 'hidden')} tests)", "bold"))
-    for text in _grid(["stage", "status", "score", "tests passed"], rows, footer, right={2, 3}):
+        footer.append([words(tr("bonus")), "", f"{report['bonus_score']:.2f} / {report['bonus_max_score']:.0f}",
+                       ""])
+    kind = tr("hidden tests") if report.get("kind", "hidden") == "hidden" else tr("public tests")
+    say(paint(f"{report['submission']['id']} ({words(kind)})", "bold"))
+    header = [words(h) for h in (tr("stage"), tr("status"), tr("score"), tr("tests passed"))]
+    for text in _grid(header, rows, footer, right={2, 3}):
         say(text)
     if show_feedback:
         for s in report["stages"]:
@@ -58,12 +85,14 @@ def print_report(report: dict, *, show_feedback: bool = True, file=None) -> None
                 say(f"{paint(s['id'], 'bold')}: {s['message']}")
             for t in s["tests"]:
                 if t["status"] != "passed" and s["status"] != "missing":
-                    status = paint(t['status'].rjust(7), STATUS_COLOUR.get(t['status'], 'red'))
-                    say(f"  {status} {t['id']} — {t['name']}")
+                    status = paint(pad(status_of(t["status"]), 7, right=True),
+                                   STATUS_COLOUR.get(t['status'], 'red'))
+                    name = t["name"].replace("\n", " / ")
+                    say(f"  {status} {t['id']} — {name}")
                     if t["feedback"]:
-                        say(f"          {t['feedback']}")
+                        say("          " + t["feedback"].replace("\n", "\n          "))
     for e in report.get("errors", []):
-        say(f"{paint('note:', 'yellow')} {e}")
+        say(f"{paint(words(tr('note:')), 'yellow')} {e}")
     iso = report["isolation"]
     if iso.get("mode") != "strict":
         say(paint(f"isolation: {iso.get('note', iso.get('mode'))}", "dim"))

@@ -15,6 +15,7 @@ import numpy as np
 
 from grader.sandbox.protocol import ReplyKind, failure
 
+from ..i18n import join, of, tr
 from . import paths, seeds
 from .errors import StudentError
 
@@ -68,26 +69,29 @@ def _to_numpy(value):
     return value
 
 
-def as_array(value, what: str = "the result") -> np.ndarray:
+def as_array(value, what: str = tr("the result")) -> np.ndarray:
     """``value`` as a numeric numpy array, or an AssertionError that says what came back instead."""
     value = _to_numpy(value)
     if value is None:
-        raise AssertionError(f"{what} returned None; did you forget a `return`?")
+        raise AssertionError(tr("{what} returned None; did you forget a `return`?", what=what))
     if isinstance(value, (str, dict)):
-        raise AssertionError(f"{what} returned a {type(value).__name__}, not an array")
+        raise AssertionError(tr("{what} returned a {type_value___name}, not an array",
+                                what=what, type_value___name=type(value).__name__))
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as exc:
-        raise AssertionError(f"{what} returned something that is not an array ({exc})") from None
+        raise AssertionError(tr("{what} returned something that is not an array ({exc})", what=what, exc=exc)) from None
     if array.dtype.kind not in "biufc":
-        raise AssertionError(f"{what} returned an array of {array.dtype}, not numbers")
+        raise AssertionError(tr("{what} returned an array of {array_dtype}, not numbers",
+                                what=what, array_dtype=array.dtype))
     return array
 
 
-def assert_shape(actual, shape, what: str = "the result") -> np.ndarray:
+def assert_shape(actual, shape, what: str = tr("the result")) -> np.ndarray:
     array = as_array(actual, what)
     if tuple(array.shape) != tuple(shape):
-        raise AssertionError(f"{what} has shape {tuple(array.shape)}, expected {tuple(shape)}")
+        raise AssertionError(tr("{what} has shape {tuple_array_shape}, expected {tuple_shape}",
+                                what=what, tuple_array_shape=tuple(array.shape), tuple_shape=tuple(shape)))
     return array
 
 
@@ -95,7 +99,7 @@ def _fmt(x) -> str:
     return np.array2string(np.asarray(x), precision=4, threshold=6) if np.ndim(x) else f"{x:.6g}"
 
 
-def assert_close(actual, expected, *, what: str = "the result", atol: float = 1e-8, rtol: float = 1e-6,
+def assert_close(actual, expected, *, what: str = tr("the result"), atol: float = 1e-8, rtol: float = 1e-6,
                  hint: str = "") -> np.ndarray:
     """Compare values; the message names the worst entry, what was got and expected, and a hint."""
     expected = np.asarray(_to_numpy(expected))
@@ -104,11 +108,12 @@ def assert_close(actual, expected, *, what: str = "the result", atol: float = 1e
         expected = expected.astype(np.int64)
     if array.dtype == bool:
         array = array.astype(np.int64)
-    hint = f" {hint}" if hint else ""
+    hint = join([" ", hint], sep="") if hint else ""
     got_nan, want_nan = np.isnan(array), np.isnan(expected)
     if (got_nan & ~want_nan).any():
         idx = tuple(int(i) for i in np.argwhere(got_nan & ~want_nan)[0])
-        raise AssertionError(f"{what} contains NaN at index {idx} where {_fmt(expected[idx])} was expected.{hint}")
+        raise AssertionError(tr("{what} contains NaN at index {idx} where {fmt_expected_idx} was expected.{hint}",
+                                what=what, idx=idx, fmt_expected_idx=_fmt(expected[idx]), hint=hint))
     same_inf = np.isinf(array) & np.isinf(expected) & (np.sign(array) == np.sign(expected))
     wide = array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
     a = np.where(same_inf | (got_nan & want_nan), 0.0, wide)
@@ -119,24 +124,30 @@ def assert_close(actual, expected, *, what: str = "the result", atol: float = 1e
     if bad.any():
         score = np.where(bad, np.nan_to_num(err, nan=np.inf, posinf=np.inf), -1.0)
         idx = np.unravel_index(int(np.argmax(score)), score.shape) if score.ndim else ()
-        where = f" at index {tuple(int(i) for i in idx)}" if idx else ""
+        where = tr(" at index {index}", index=tuple(int(i) for i in idx)) if idx else ""
         raise AssertionError(
-            f"{what} is off by {_fmt(err[idx])}{where}: got {_fmt(array[idx])}, expected {_fmt(expected[idx])} "
-            f"({int(bad.sum())} of {bad.size} entries differ beyond atol={atol:g}, rtol={rtol:g}).{hint}")
+            tr("{what} is off by {fmt_err_idx}{where}: got {fmt_array_idx}, expected {fmt_expected_idx} "
+               "({int_bad_sum} of {bad_size} entries differ beyond atol={atol}, rtol={rtol}).{hint}",
+               what=what, fmt_err_idx=_fmt(err[idx]), where=where, fmt_array_idx=_fmt(array[idx]),
+               fmt_expected_idx=_fmt(expected[idx]), int_bad_sum=int(bad.sum()), bad_size=bad.size,
+               atol=f"{atol:g}", rtol=f"{rtol:g}", hint=hint))
     return array
 
 
 @contextlib.contextmanager
-def raises_student(exc_type: type = Exception, what: str = "the call"):
+def raises_student(exc_type: type = Exception, what: str = tr("the call")):
     """Expect the student's code to raise ``exc_type`` (checked by name through the boundary)."""
     try:
         yield
     except StudentError as exc:
         if exc.kind != "error" or exc_type.__name__ not in exc.mro_names:
-            raise AssertionError(f"{what} should raise {exc_type.__name__}, but raised "
-                                 f"{exc.type_name}: {exc.message}") from None
+            raise AssertionError(tr("{what} should raise {exc_type___name}, but raised {exc_type_name}: "
+                                    "{exc_message}",
+                                    what=what, exc_type___name=exc_type.__name__, exc_type_name=exc.type_name,
+                                    exc_message=exc.message)) from None
         return
-    raise AssertionError(f"{what} should raise {exc_type.__name__}, but returned normally")
+    raise AssertionError(tr("{what} should raise {exc_type___name}, but returned normally",
+                            what=what, exc_type___name=exc_type.__name__))
 
 
 def _float_array(value):
@@ -193,7 +204,7 @@ def which_mistake(actual, mistakes=(), hint: str = "", *, expected=None, match_a
     return hint
 
 
-def assert_matches(actual, expected, *, what: str = "the result", atol: float = 1e-8, rtol: float = 1e-6,
+def assert_matches(actual, expected, *, what: str = tr("the result"), atol: float = 1e-8, rtol: float = 1e-6,
                    mistakes=(), hint: str = "", match_atol: float = 1e-7, match_rtol: float = 1e-6,
                    match_fraction: float = 0.0, finite: bool = False) -> np.ndarray:
     """``assert_close`` that, when the result is wrong, names the catalogued mistake it reproduces.
@@ -212,30 +223,31 @@ def assert_matches(actual, expected, *, what: str = "the result", atol: float = 
         bad = ~np.isfinite(array)
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         kind = "NaN" if np.isnan(array[idx]) else f"{_fmt(array[idx])}"
-        where = f" at index {idx}" if idx else ""
-        raise AssertionError(
-            f"{what} contains {kind}{where} where {_fmt(np.asarray(_to_numpy(expected))[idx])} was expected "
-            f"({int(bad.sum())} of {bad.size} entries are NaN or infinite; the result must be finite)."
-            + (f" {hint}" if hint else ""))
+        where = tr(" at index {idx}", idx=idx) if idx else ""
+        raise AssertionError(join([
+            tr("{what} contains {kind}{where} where {expected} was expected ({count} of {size} entries are NaN or "
+               "infinite; the result must be finite).", what=what, kind=kind, where=where,
+               expected=_fmt(np.asarray(_to_numpy(expected))[idx]), count=int(bad.sum()), size=bad.size),
+            hint], sep=" "))
     try:
         return assert_close(array, expected, what=what, atol=atol, rtol=rtol)
     except AssertionError as exc:
         named = which_mistake(array, mistakes, hint, expected=expected, match_atol=match_atol,
                               match_rtol=match_rtol, match_fraction=match_fraction, finite=finite)
-        raise AssertionError(f"{exc} {named}" if named else str(exc)) from None
+        raise AssertionError(join([of(exc), named], sep=" ")) from None
 
 
 # ---------------------------------------------------------------- inputs left unchanged (course-api.md, every stage)
 
-INPUTS_RULE = "No function may modify the arrays, tensors or lists it is given: the caller still needs them."
+INPUTS_RULE = tr("No function may modify the arrays, tensors or lists it is given: the caller still needs them.")
 IN_PLACE_CAUSES = {
-    "array": "The usual cause is an in-place operation on the argument: x -= m, x /= s, x[...] = v, "
-             "np.exp(x, out=x) or x.shape = ...; write x = x - m instead, or work on x.copy().",
-    "tensor": "The usual cause is an in-place operation on the argument: a method whose name ends in _ "
-              "(masked_fill_, unsqueeze_, add_, fill_), +=, or assigning into a slice; use the out-of-place form "
-              "(masked_fill, unsqueeze, x = x + y) or work on x.clone().",
-    "list": "The usual cause is list.sort(), .append(), .extend(), .pop(), .reverse() or item assignment on the "
-            "argument; use sorted(x), x + [...], or work on list(x).",
+    "array": tr("The usual cause is an in-place operation on the argument: x -= m, x /= s, x[...] = v, np.exp(x, "
+                "out=x) or x.shape = ...; write x = x - m instead, or work on x.copy()."),
+    "tensor": tr("The usual cause is an in-place operation on the argument: a method whose name ends in _ "
+                 "(masked_fill_, unsqueeze_, add_, fill_), +=, or assigning into a slice; use the out-of-place "
+                 "form (masked_fill, unsqueeze, x = x + y) or work on x.clone()."),
+    "list": tr("The usual cause is list.sort(), .append(), .extend(), .pop(), .reverse() or item assignment on "
+               "the argument; use sorted(x), x + [...], or work on list(x)."),
 }
 
 
@@ -249,11 +261,13 @@ def assert_inputs_unchanged(who: str, sent: dict, changed: list) -> None:
         found, before = _at(sent, change.get("where") or [])
         if not found:
             continue
-        name = str(change.get("name") or "an argument")
+        name = change.get("name") or tr("an argument")
         difference, kind = _difference(before, change.get("after"))
         if difference:
-            raise AssertionError(f"{who} changed its input {name} in place: {difference}. {INPUTS_RULE} "
-                                 f"{IN_PLACE_CAUSES[kind]}")
+            raise AssertionError(tr("{who} changed its input {name} in place: {difference}. {inputs_rule} "
+                                    "{in_place_causes_kind}",
+                                    who=who, name=name, difference=difference, inputs_rule=INPUTS_RULE,
+                                    in_place_causes_kind=IN_PLACE_CAUSES[kind]))
 
 
 def _at(sent: dict, where: list):
@@ -276,31 +290,38 @@ def _difference(before, after):
     if isinstance(before, np.ndarray) or _is_tensor(before):
         kind = "tensor" if _is_tensor(before) else "array"
         if not (isinstance(after, np.ndarray) or _is_tensor(after)):
-            return f"it is no longer {'a tensor' if kind == 'tensor' else 'an array'}", kind
+            return tr("it is no longer {a_tensor_if_kind_tensor}",
+                      a_tensor_if_kind_tensor='a tensor' if kind == 'tensor' else 'an array'), kind
         if str(after.dtype) != str(before.dtype):
-            return f"its dtype was {before.dtype} before the call and is {after.dtype} after", kind
+            return tr("its dtype was {before_dtype} before the call and is {after_dtype} after",
+                      before_dtype=before.dtype, after_dtype=after.dtype), kind
         b, a = np.asarray(_to_numpy(before)), np.asarray(_to_numpy(after))
         if b.shape != a.shape:
-            return f"its shape was {b.shape} before the call and is {a.shape} after", kind
+            return tr("its shape was {b_shape} before the call and is {a_shape} after",
+                      b_shape=b.shape, a_shape=a.shape), kind
         with np.errstate(invalid="ignore"):
             differs = ~((b == a) | (np.isnan(b) & np.isnan(a)) if b.dtype.kind in "fc" else (b == a))
         if not differs.any():
             return "", kind
         idx = tuple(int(i) for i in np.argwhere(differs)[0])
-        at = f"at index {list(idx)} " if idx else ""
-        return (f"{at}it held {_entry(b[idx])} before the call and holds {_entry(a[idx])} after "
-                f"({int(differs.sum())} of {differs.size} entries changed)"), kind
+        at = tr("at index {list_idx} ", list_idx=list(idx)) if idx else ""
+        return (tr("{at}it held {entry_b_idx} before the call and holds {entry_a_idx} after ({int_differs_sum} "
+                   "of {differs_size} entries changed)",
+                   at=at, entry_b_idx=_entry(b[idx]), entry_a_idx=_entry(a[idx]),
+                   int_differs_sum=int(differs.sum()), differs_size=differs.size)), kind
     if isinstance(before, list):
         if not isinstance(after, (list, tuple)):
-            return "it is no longer a list", "list"
+            return tr("it is no longer a list"), "list"
         if len(after) != len(before):
-            return f"it held {len(before)} items before the call and holds {len(after)} after", "list"
+            return tr("it held {len_before} items before the call and holds {len_after} after",
+                      len_before=len(before), len_after=len(after)), "list"
         for i, (b, a) in enumerate(zip(before, after)):
             difference, kind = _difference(b, a)
             if difference:
                 return f"item {i}: {difference}", kind
             if not (isinstance(b, (list, np.ndarray)) or _is_tensor(b)) and (type(b) is not type(a) or b != a):
-                return f"item {i} was {_short(b)} before the call and is {_short(a)} after", "list"
+                return tr("item {i} was {short_b} before the call and is {short_a} after",
+                          i=i, short_b=_short(b), short_a=_short(a)), "list"
     return "", "list"
 
 
@@ -332,15 +353,15 @@ class SizeCall:
     cause: str    # the usual cause when this call alone goes wrong
 
 
-SIZE_ONE_CAUSE = ("Right for other sizes but wrong when an axis has size 1: the usual cause is squeeze() (or "
-                  "indexing [0], or reshape with a size read from elsewhere) dropping or mixing up that axis; "
-                  "squeeze only the axis you mean, or none.")
-IN_A_ROW_CAUSE = ("Right on one call but wrong on a later call with other sizes: something is kept between calls "
-                  "(a table, mask or size cached in a module-level variable or on the object at the first call, "
-                  "or a generator ignored); compute it from each call's own inputs.")
-FIRST_CALL_CAUSE = ("If this function passes the other tests, the usual cause is something kept between calls: a "
-                    "table, mask or size cached in a module-level variable or on the object by an earlier call, or "
-                    "a generator ignored; compute it from each call's own inputs.")
+SIZE_ONE_CAUSE = (tr("Right for other sizes but wrong when an axis has size 1: the usual cause is squeeze() (or "
+                     "indexing [0], or reshape with a size read from elsewhere) dropping or mixing up that axis; "
+                     "squeeze only the axis you mean, or none."))
+IN_A_ROW_CAUSE = (tr("Right on one call but wrong on a later call with other sizes: something is kept between "
+                     "calls (a table, mask or size cached in a module-level variable or on the object at the "
+                     "first call, or a generator ignored); compute it from each call's own inputs."))
+FIRST_CALL_CAUSE = (tr("If this function passes the other tests, the usual cause is something kept between "
+                       "calls: a table, mask or size cached in a module-level variable or on the object by an "
+                       "earlier call, or a generator ignored; compute it from each call's own inputs."))
 
 
 def size_calls(axes) -> list:
@@ -351,9 +372,11 @@ def size_calls(axes) -> list:
         return ", ".join(f"{a.name}={sizes[a.name]}" for a in axes)
     small = {a.name: a.small for a in axes}
     large = {a.name: a.large for a in axes}
-    calls = [SizeCall(small, f"on a call with {show(small)}", FIRST_CALL_CAUSE),
-             SizeCall(large, f"on a call with {show(large)}, right after one with {show(small)}", IN_A_ROW_CAUSE),
-             SizeCall(small, f"on a call with {show(small)}, right after one with {show(large)}", IN_A_ROW_CAUSE)]
+    calls = [SizeCall(small, tr("on a call with {show_small}", show_small=show(small)), FIRST_CALL_CAUSE),
+             SizeCall(large, tr("on a call with {show_large}, right after one with {show_small}",
+                                show_large=show(large), show_small=show(small)), IN_A_ROW_CAUSE),
+             SizeCall(small, tr("on a call with {show_small}, right after one with {show_large}",
+                                show_small=show(small), show_large=show(large)), IN_A_ROW_CAUSE)]
     for a in axes:
         if a.one is not None:
             sizes = {**small, a.name: 1}
@@ -375,25 +398,30 @@ def check_sizes(axes, run, check, *, what: str, together: bool = False) -> None:
         try:
             results = run([c.sizes for c in calls])
         except StudentError as exc:
-            raise _located(exc, f"{what}, on calls in a row with the sizes {[c.sizes for c in calls]}",
-                           f"{IN_A_ROW_CAUSE} {SIZE_ONE_CAUSE}") from None
+            raise _located(exc, tr("{what}, on calls in a row with the sizes {c_sizes_for_c_in_calls}",
+                                   what=what, c_sizes_for_c_in_calls=[c.sizes for c in calls]),
+                           join([IN_A_ROW_CAUSE, SIZE_ONE_CAUSE], sep=" ")) from None
     for i, c in enumerate(calls):
         try:
             result = results[i] if together else run([c.sizes])[0]
             check(result, c.sizes)
         except StudentError as exc:
-            raise _located(exc, f"{what} {c.label}", c.cause) from None
+            raise _located(exc, join([what, c.label], sep=" "), c.cause) from None
         except AssertionError as exc:
-            text = str(exc).rstrip()
-            raise AssertionError(f"{what} {c.label}: {text}{'' if text.endswith('.') else '.'} {c.cause}") from None
+            problem = of(exc)
+            if not problem.rstrip().endswith("."):
+                problem = join([problem, "."], sep="")
+            raise AssertionError(tr("{what} {when}: {problem} {cause}", what=what, when=c.label, problem=problem,
+                                    cause=c.cause)) from None
 
 
 def _located(exc: StudentError, where: str, cause: str) -> StudentError:
     """The same error of the student's (same status), its message saying at which sizes it came and the usual cause."""
     if exc.kind is not ReplyKind.ERROR:
         return exc
-    return StudentError(failure(exc.kind, f"{exc.message} ({where}. {cause})", type=exc.type_name,
-                                mro=exc.mro_names, where=exc.where), exc.what)
+    return StudentError(failure(exc.kind, tr("{message} ({where}. {cause})", message=exc.message, where=where,
+                                             cause=cause), type=exc.type_name, mro=exc.mro_names, where=exc.where),
+                        exc.what)
 
 
 def in_groups(batch, key, run_group) -> list:
@@ -429,12 +457,14 @@ def check_function_sizes(call, reference_fn, axes, make, *, what: str, atol: flo
             compare(got, expected, args)
         elif isinstance(expected, tuple):
             if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-                raise AssertionError(f"it returned {type(got).__name__}, expected {len(expected)} values")
+                raise AssertionError(tr("it returned {type_got___name}, expected {len_expected} values",
+                                        type_got___name=type(got).__name__, len_expected=len(expected)))
             for i, (g, e) in enumerate(zip(got, expected)):
-                assert_close(g, e, what=f"the {('first', 'second', 'third', 'fourth')[i]} value it returns",
+                assert_close(g, e, what=tr("the {first_second_third_fourt} value it returns",
+                                           first_second_third_fourt=('first', 'second', 'third', 'fourth')[i]),
                              atol=atol, rtol=rtol)
         else:
-            assert_close(got, expected, what="the result", atol=atol, rtol=rtol)
+            assert_close(got, expected, what=tr("the result"), atol=atol, rtol=rtol)
 
     check_sizes(axes, run, check, what=what)
 
@@ -463,18 +493,22 @@ def probe_tensor(value, what: str, hint: str = "") -> np.ndarray:
     """A tensor a probe sent back, as an array; if the student's code returned something
     else, the probe sent ``{"not_a_tensor": type}`` and this says so in words."""
     if isinstance(value, dict) and "not_a_tensor" in value:
-        raise AssertionError(f"{what} returned a {value['not_a_tensor']}, not a tensor" + (f"; {hint}" if hint else ""))
+        raise AssertionError(join([tr("{what} returned a {kind}, not a tensor", what=what, kind=value["not_a_tensor"]),
+                                   hint], sep="; "))
     return as_array(value, what)
 
 
 def check_weights_loaded(reply: dict, kind: str, contract: str, note: str = "") -> None:
     """Fail with the contract's names when a probe could not load the test's weights into ``kind``."""
     if reply.get("load_error"):
-        raise AssertionError(f"the contract's weights could not be loaded into your {kind}: "
-                             f"{reply['load_error'][:400]} (names and shapes of the contract: {contract})")
+        raise AssertionError(tr("the contract's weights could not be loaded into your {kind}: "
+                                "{reply_load_error_400} (names and shapes of the contract: {contract})",
+                                kind=kind, reply_load_error_400=reply['load_error'][:400], contract=contract))
     if reply.get("missing") or reply.get("unexpected"):
-        raise AssertionError(f"your {kind} does not have the contract's parameters: missing {reply['missing'][:6]}, "
-                             f"unexpected {reply['unexpected'][:6]} (names of the contract: {contract}{note})")
+        raise AssertionError(tr("your {kind} does not have the contract's parameters: missing {reply_missing_6}, "
+                                "unexpected {reply_unexpected_6} (names of the contract: {contract}{note})",
+                                kind=kind, reply_missing_6=reply['missing'][:6],
+                                reply_unexpected_6=reply['unexpected'][:6], contract=contract, note=note))
 
 
 def load_trained(model, state: dict, what: str):
@@ -491,9 +525,9 @@ def load_trained(model, state: dict, what: str):
     wrong = sorted(f"{k} {shapes[k]} (expected {tuple(own[k].shape)})"
                    for k in params & set(shapes) if shapes[k] != tuple(own[k].shape))
     if missing or wrong:
-        raise AssertionError(f"{what}: the trained model's state_dict does not hold the contract's parameters "
-                             f"(missing {missing[:6]}, other shapes {wrong[:3]}); the grader runs the trained "
-                             "weights by these names.")
+        raise AssertionError(tr("{what}: the trained model's state_dict does not hold the contract's parameters "
+                                "(missing {missing_6}, other shapes {wrong_3}); the grader runs the trained "
+                                "weights by these names.", what=what, missing_6=missing[:6], wrong_3=wrong[:3]))
     model.load_state_dict({k: torch.as_tensor(as_array(state[k], k)) for k in own
                            if k in shapes and shapes[k] == tuple(own[k].shape)}, strict=False)
     return model.eval()

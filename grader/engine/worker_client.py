@@ -18,6 +18,7 @@ from pathlib import Path
 from grader.sandbox import protocol
 from grader.sandbox.protocol import ReplyKind
 
+from ..i18n import tr
 from . import isolation as iso
 from . import paths, testing
 from .errors import ForbiddenCall, StudentError, StudentMissing, StudentTimeout, WorkerCrashed
@@ -93,14 +94,14 @@ class StageWorker:
             os.close(rep_r)
             self.crashes += 1
             self.events.append(str(exc))
-            raise WorkerCrashed(f"not run: {exc}") from None
+            raise WorkerCrashed(tr("not run: {exc}", exc=exc)) from None
         finally:
             os.close(req_r)  # the worker's ends
             os.close(rep_w)
         self._w, self._r = req_w, rep_r
-        self._read(min(STARTUP_S, self._remaining()), "starting the worker")
+        self._read(min(STARTUP_S, self._remaining()), tr("starting the worker"))
         self._send({"op": "load"})
-        self.load_reply = self._read(self._remaining(), "importing the module")
+        self.load_reply = self._read(self._remaining(), tr("importing the module"))
 
     def _remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -150,7 +151,7 @@ class StageWorker:
         try:
             protocol.write_message(self._w, msg)
         except (BrokenPipeError, OSError):
-            self._crashed("while receiving its inputs")
+            self._crashed(tr("while receiving its inputs"))
 
     def _read(self, timeout: float, doing: str):
         try:
@@ -160,10 +161,11 @@ class StageWorker:
             self.timeouts += 1
             if time.monotonic() >= self.deadline - 0.01:
                 self.timed_out = True
-                raise StudentTimeout(f"the stage used up its {self.budget_s:.0f} s time limit while {doing}; "
-                                     "look for an infinite loop or very slow code") from None
-            raise StudentTimeout(f"no answer after {timeout:.0f} s while {doing}; "
-                                 "look for an infinite loop or very slow code") from None
+                raise StudentTimeout(tr("the stage used up its {self_budget_s} s time limit while {doing}; look "
+                                        "for an infinite loop or very slow code",
+                                        self_budget_s=f"{self.budget_s:.0f}", doing=doing)) from None
+            raise StudentTimeout(tr("no answer after {timeout} s while {doing}; look for an infinite loop or "
+                                    "very slow code", timeout=f"{timeout:.0f}", doing=doing)) from None
         except (EOFError, protocol.ProtocolError, struct.error) as exc:
             self._crashed(doing, exc)
 
@@ -179,29 +181,32 @@ class StageWorker:
             sig = signal.Signals(-code).name
             why = {"SIGKILL": " (memory or CPU limit?)", "SIGXCPU": " (CPU time limit)",
                    "SIGSEGV": " (a crash in native code)", "SIGXFSZ": " (wrote too large a file)"}.get(sig, "")
-            what = f"was killed by {sig}{why}"
+            what = tr("was killed by {sig}{why}", sig=sig, why=why)
         elif code == 97:  # never a student's fault: the grader cannot keep its promise, so it stops
             why = " ".join(err.decode(errors="replace").split())[:500]
             raise iso.ConfinementFailed(f"a worker of {self.stage.id} could not be set up and confined "
                                         f"({self.isolation.mode} isolation): {why}")
         elif code is not None:
-            what = f"exited with status {code} (did the code call sys.exit or os._exit?)"
+            what = tr("exited with status {code} (did the code call sys.exit or os._exit?)", code=code)
         else:
-            what = f"sent a malformed reply ({exc})"
-        self.events.append(f"worker {what} while {doing}")
-        raise WorkerCrashed(f"the process running your code {what} while {doing}")
+            what = tr("sent a malformed reply ({exc})", exc=exc)
+        self.events.append(tr("worker {what} while {doing}", what=what, doing=doing))
+        raise WorkerCrashed(tr("the process running your code {what} while {doing}", what=what, doing=doing))
 
     # -- the API used by tests -----------------------------------------
     def loaded(self) -> dict:
         """The reply to loading the module, starting a worker if none runs."""
         if self._remaining() <= 0:
             self.timed_out = True
-            raise StudentTimeout(f"the stage's {self.budget_s:.0f} s time limit was already used up")
+            raise StudentTimeout(tr("the stage's {self_budget_s} s time limit was already used up",
+                                    self_budget_s=f"{self.budget_s:.0f}"))
         if self.crashes >= GIVE_UP_AFTER["crashes"]:
-            raise WorkerCrashed(f"not run: the process running your code died {self.crashes} times in this stage")
+            raise WorkerCrashed(tr("not run: the process running your code died {self_crashes} times in this "
+                                   "stage", self_crashes=self.crashes))
         if self.timeouts >= GIVE_UP_AFTER["timeouts"]:
             self.timed_out = True
-            raise StudentTimeout(f"not run: {self.timeouts} earlier calls in this stage never answered")
+            raise StudentTimeout(tr("not run: {self_timeouts} earlier calls in this stage never answered",
+                                    self_timeouts=self.timeouts))
         if self.pid is None:
             self._spawn()
         return self.load_reply
@@ -215,15 +220,16 @@ class StageWorker:
             if kind is ReplyKind.MISSING:
                 raise StudentMissing(load["message"])
             if kind is ReplyKind.FORBIDDEN:
-                raise ForbiddenCall(f"importing the module failed: {load.get('message')}")
-            self._check_import(load, f"the import of {self.stage.module_file}")
+                raise ForbiddenCall(tr("importing the module failed: {load_get_message}",
+                                       load_get_message=load.get('message')))
+            self._check_import(load, tr("the import of {self_stage_id}.py", self_stage_id=self.stage.id))
             raise StudentError(load, what)
         self._send(msg)
         left = min(self.stage.call_timeout_s if timeout is None else timeout, self._remaining())
         reply = self._read(left, f"running {what}")
         forbidden = reply.get("forbidden") or self.static_hits
         if forbidden:
-            raise ForbiddenCall("; ".join(forbidden) + " — write this part yourself")
+            raise ForbiddenCall(tr("{calls} — write this part yourself", calls="; ".join(forbidden)))
         if reply.get("ok"):
             if who is not None and reply.get("changed"):
                 testing.assert_inputs_unchanged(who, {"args": msg.get("args", []), "kwargs": msg.get("kwargs", {})},
@@ -323,8 +329,10 @@ class StudentModule:
 
     def probe(self, name, **kwargs):
         kind = kwargs.get("kind")
-        who = f"your {kind if isinstance(kind, str) else 'code'}, in the {name} check,"
-        return self._worker.request({"op": "probe", "name": name, "kwargs": kwargs}, f"the {name} check", who=who)
+        who = tr("your {kind_if_isinstance_kind}, in the {name} check,",
+                 kind_if_isinstance_kind=kind if isinstance(kind, str) else 'code', name=name)
+        return self._worker.request({"op": "probe", "name": name, "kwargs": kwargs}, tr("the {name} check",
+                                                                                        name=name), who=who)
 
     def time_call(self, name, *args, repeat: int = 3, **kwargs) -> float:
         """Best wall time (s) of ``name(*args, **kwargs)`` measured inside the worker."""

@@ -18,8 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from grader import i18n
 from grader.engine.notebooks import STAGE_IMPORT, NotebookError, cells_to_source, notebook_to_source, read
 from grader.engine.stages import STARTER_HEADER
+from grader.i18n import tr
 
 _state: dict = {}
 
@@ -156,13 +158,19 @@ def _same_stage_notebooks(folder: Path, stage_id: str) -> list:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
-def check(stage_id: str, timeout_s: float = 900) -> None:
-    """Run the public tests of ``stage_id`` on this notebook's tagged cells and print the report.
+def check(stage_id: str, timeout_s: float = 900, language: str | None = None) -> None:
+    """Run the public tests of ``stage_id`` on this notebook's tagged cells and print the report, in
+    ``language`` ("en", "ko" or "both"; default: the locale, as ``grader check``).
 
     Never raises: whatever goes wrong is printed, so the notebook keeps running.
     """
+    language = i18n.choose(language, default=i18n.from_environment())
+
+    def say(text) -> None:
+        _say(i18n.render(text, language))
+
     if "root" not in _state:
-        _say("Run the first (setup) cell of this notebook, then this one again.")
+        say(tr("Run the first (setup) cell of this notebook, then this one again."))
         return
     root = Path(_state["root"])
     work = Path(tempfile.mkdtemp(prefix="course-check-"))
@@ -174,30 +182,30 @@ def check(stage_id: str, timeout_s: float = 900) -> None:
             else:
                 source = cells_to_source(read(json.dumps(nb), f"{stage_id}.ipynb"), f"{stage_id}.ipynb")
         except (NotebookError, FileNotFoundError) as exc:
-            _say(f"Cannot check: {exc}")
+            say(tr("Cannot check: {problem}", problem=exc.args[0] if exc.args else exc))
             return
-        _say(f"Checking {description}")
+        say(tr("Checking {notebook}", notebook=description))
         (work / f"{stage_id}.py").write_text(source, encoding="utf-8")
         for name, (text, where) in earlier_stages(stage_id, source).items():
             (work / f"{name}.py").write_text(text, encoding="utf-8")
-            _say(f"  with {name} from {where}")
+            say(tr("  with {module} from {where}", module=name, where=where))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "JPY_", "MPLBACKEND"))}
         env["PYTHONPATH"] = str(root)
         env.setdefault("COLUMNS", "110")
         try:
-            proc = subprocess.run([sys.executable, "-m", "grader", "check", stage_id, str(work)], cwd=root,
-                                  env=env, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run([sys.executable, "-m", "grader", "check", stage_id, str(work), "--lang", language],
+                                  cwd=root, env=env, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _say(f"The check did not finish within {timeout_s:.0f} s; is something in your code very slow "
-                 "or waiting forever?")
+            say(tr("The check did not finish within {seconds} s; is something in your code very slow or waiting "
+                   "forever?", seconds=f"{timeout_s:.0f}"))
             return
         _say(proc.stdout.rstrip())
         if proc.returncode != 0:
             _say(proc.stderr.rstrip()[-3000:])
-            _say(f"(the check stopped with exit code {proc.returncode})")
+            say(tr("(the check stopped with exit code {code})", code=proc.returncode))
         pending = proc.stdout.count("NotImplementedError")
         if pending:
-            _say(f"\n{pending} place(s) above reached a `raise NotImplementedError`: write those parts, "
-                 "save, and run this cell again.")
+            say(tr("\n{count} place(s) above reached a `raise NotImplementedError`: write those parts, save, and "
+                   "run this cell again.", count=pending))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -24,6 +24,7 @@ from grader.engine.testing import (
     reference,
     reference_time,
 )
+from grader.i18n import tr
 
 ref = reference("a01_similarity")
 TOL = dict(atol=1e-9, rtol=1e-9)
@@ -49,15 +50,16 @@ def test_dot_product_values(student, d):
     """dot_product multiplies matching components and adds them up"""
     u, v = rng(d).normal(size=d), rng(d + 1).normal(size=d)
     got = student.dot_product(u, v)
-    arr = as_array(got, what=f"dot_product of two ({d},) vectors")
+    arr = as_array(got, what=tr("dot_product of two ({d},) vectors", d=d))
     if arr.ndim != 0:
         raise AssertionError(
-            f"dot_product of two ({d},) vectors returned an array of shape {arr.shape}, expected one number. "
-            "Multiplying u * v gives the products; the dot product also sums them (slide 13).")
-    assert_matches(got, ref.dot_product(u, v), what=f"dot_product of two ({d},) vectors", **TOL,
-                   mistakes={"It looks like the cosine similarity; dot_product is not normalised.":
+            tr("dot_product of two ({d},) vectors returned an array of shape {arr_shape}, expected one number. "
+               "Multiplying u * v gives the products; the dot product also sums them (slide 13).",
+               d=d, arr_shape=arr.shape))
+    assert_matches(got, ref.dot_product(u, v), what=tr("dot_product of two ({d},) vectors", d=d), **TOL,
+                   mistakes={tr("It looks like the cosine similarity; dot_product is not normalised."):
                              lambda: u @ v / np.linalg.norm(u) / np.linalg.norm(v)},
-                   hint="The dot product is sum_i u[i] * v[i] (slide 13).")
+                   hint=tr("The dot product is sum_i u[i] * v[i] (slide 13)."))
 
 
 def test_dot_product_hand_example(student):
@@ -68,11 +70,11 @@ def test_dot_product_hand_example(student):
 
 def test_dot_product_rejects_mismatched_lengths(student):
     """dot_product raises ValueError for vectors of different lengths or rank"""
-    with raises_student(ValueError, what="dot_product of shapes (3,) and (4,)"):
+    with raises_student(ValueError, what=tr("dot_product of shapes (3,) and (4,)")):
         student.dot_product(np.ones(3), np.ones(4))
-    with raises_student(ValueError, what="dot_product of shapes (1,) and (4,) (no broadcasting)"):
+    with raises_student(ValueError, what=tr("dot_product of shapes (1,) and (4,) (no broadcasting)")):
         student.dot_product(np.ones(1), np.ones(4))
-    with raises_student(ValueError, what="dot_product of a (2, 3) matrix and a (3,) vector"):
+    with raises_student(ValueError, what=tr("dot_product of a (2, 3) matrix and a (3,) vector")):
         student.dot_product(np.ones((2, 3)), np.ones(3))
 
 
@@ -86,11 +88,11 @@ def test_similarity_scores_values(student, n, d):
     got = student.similarity_scores(query, keys)
     assert_matches(got, ref.similarity_scores(query, keys), what=f"similarity_scores(query ({d},), keys ({n}, {d}))",
                    **TOL, mistakes={
-                       "The scores look like cosine similarities; the lecture's score is the plain dot product "
-                       "(slides 12-13).": lambda: _cos_rows(query, keys),
-                       "The scores look divided by sqrt(d); the LSTM attention of slide 13 is unscaled.":
+                       tr("The scores look like cosine similarities; the lecture's score is the plain dot "
+                          "product (slides 12-13)."): lambda: _cos_rows(query, keys),
+                       tr("The scores look divided by sqrt(d); the LSTM attention of slide 13 is unscaled."):
                        lambda: keys @ query / np.sqrt(d),
-                   }, hint="scores[j] must be dot(query, keys[j]): one score per encoder state (slide 12).")
+                   }, hint=tr("scores[j] must be dot(query, keys[j]): one score per encoder state (slide 12)."))
 
 
 def test_similarity_scores_rejects_bad_shapes(student):
@@ -108,17 +110,17 @@ def test_similarity_scores_rejects_bad_shapes(student):
 def _matrix_mistakes(Q, K):
     """What similarity_matrix gives with each known mistake."""
     return {
-        "The result looks transposed (K Q^T, shape (..., n, m)): row i must hold query i's scores.":
+        tr("The result looks transposed (K Q^T, shape (..., n, m)): row i must hold query i's scores."):
         lambda: K @ np.swapaxes(Q, -1, -2),
-        "The scores look like cosine similarities; similarity_matrix is the plain dot product Q K^T.":
+        tr("The scores look like cosine similarities; similarity_matrix is the plain dot product Q K^T."):
         lambda: (Q / np.linalg.norm(Q, axis=-1, keepdims=True))
         @ np.swapaxes(K / np.linalg.norm(K, axis=-1, keepdims=True), -1, -2),
-        "The scores look divided by sqrt(d); similarity_matrix is the unscaled Q K^T.":
+        tr("The scores look divided by sqrt(d); similarity_matrix is the unscaled Q K^T."):
         lambda: Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]),
     }
 
 
-MATRIX_HINT = "S[..., i, j] must be dot(Q[..., i, :], K[..., j, :]) (slides 34, 38)."
+MATRIX_HINT = tr("S[..., i, j] must be dot(Q[..., i, :], K[..., j, :]) (slides 34, 38).")
 
 
 @pytest.mark.parametrize("m,n,d", [(3, 5, 4), (6, 2, 7), (4, 4, 1)])
@@ -139,10 +141,12 @@ def _call_batched(fn, name, Q, K, two_d_ok):
         if not two_d_ok:
             raise
         raise AssertionError(
-            f"{name} works on 2-D inputs but raised {exc.type_name}: {exc.message} for Q {Q.shape}, K {K.shape}. "
-            "With leading (batch/head) dimensions, transpose only the last two axes "
-            "(np.swapaxes(K, -1, -2) or K.swapaxes(-1, -2)); K.T reverses every axis and the leading "
-            "dimensions no longer broadcast.") from None
+            tr("{name} works on 2-D inputs but raised {exc_type_name}: {exc_message} for Q {q_shape}, K "
+               "{k_shape}. With leading (batch/head) dimensions, transpose only the last two axes "
+               "(np.swapaxes(K, -1, -2) or K.swapaxes(-1, -2)); K.T reverses every axis and the leading "
+               "dimensions no longer broadcast.",
+               name=name, exc_type_name=exc.type_name, exc_message=exc.message, q_shape=Q.shape,
+               k_shape=K.shape)) from None
 
 
 @pytest.mark.parametrize("q_shape,k_shape", [
@@ -163,8 +167,8 @@ def test_similarity_matrix_leading_dims_broadcast(student, q_shape, k_shape):
     got = _call_batched(student.similarity_matrix, "similarity_matrix", Q, K, two_d_ok)
     expected = ref.similarity_matrix(Q, K)
     if two_d_ok:
-        diagnosis = dict(hint="Leading (batch/head) dimensions must broadcast like np.matmul; transpose only the "
-                              "last two axes of K (np.swapaxes(K, -1, -2)), not K.T.")
+        diagnosis = dict(hint=tr("Leading (batch/head) dimensions must broadcast like np.matmul; transpose only "
+                                 "the last two axes of K (np.swapaxes(K, -1, -2)), not K.T."))
     else:
         diagnosis = dict(mistakes=_matrix_mistakes(Q, K), hint=MATRIX_HINT)
     assert_matches(got, expected, what=f"similarity_matrix(Q {q_shape}, K {k_shape})", **TOL, **diagnosis)
@@ -185,7 +189,7 @@ def test_similarity_matrix_is_vectorised(student):
     g = rng(7)
     Q, K = g.normal(size=(4000, 32)), g.normal(size=(2, 32))
     assert_close(student.similarity_matrix(Q, K), ref.similarity_matrix(Q, K),
-                 what="similarity_matrix(Q (4000, 32), K (2, 32))", **TOL, hint="(Checked before timing it.)")
+                 what="similarity_matrix(Q (4000, 32), K (2, 32))", **TOL, hint=tr("(Checked before timing it.)"))
     t_ref = reference_time(ref.similarity_matrix, Q, K)
     t_student = student.time_call("similarity_matrix", Q, K, repeat=5)
     if t_student > SLOWDOWN_LIMIT * t_ref:  # a busy machine can slow one side down: measure both once more
@@ -193,9 +197,11 @@ def test_similarity_matrix_is_vectorised(student):
         t_student = min(t_student, student.time_call("similarity_matrix", Q, K, repeat=5))
     ratio = t_student / max(t_ref, 1e-9)
     assert ratio <= SLOWDOWN_LIMIT, (
-        f"similarity_matrix took {t_student * 1e3:.1f} ms on Q (4000, 32), K (2, 32): {ratio:.0f}x the reference "
-        f"({t_ref * 1e3:.2f} ms; the limit is {SLOWDOWN_LIMIT:.0f}x). The usual cause is a Python loop over the rows "
-        "of Q; compute every score at once with one matrix product, Q @ K^T (slide 38).")
+        tr("similarity_matrix took {t_student_1e3} ms on Q (4000, 32), K (2, 32): {ratio}x the reference "
+           "({t_ref_1e3} ms; the limit is {slowdown_limit}x). The usual cause is a Python loop over the rows of "
+           "Q; compute every score at once with one matrix product, Q @ K^T (slide 38).",
+           t_student_1e3=f"{t_student * 1e3:.1f}", ratio=f"{ratio:.0f}", t_ref_1e3=f"{t_ref * 1e3:.2f}",
+           slowdown_limit=f"{SLOWDOWN_LIMIT:.0f}"))
 
 
 # ---------------------------------------------------------------- cosine_similarity
@@ -204,14 +210,15 @@ def _cos_mistakes(u, v):
     """What cosine_similarity gives with each known mistake."""
     nu, nv = np.linalg.norm(u), np.linalg.norm(v)
     return {
-        "The sign is lost (abs?): opposite vectors have cosine -1.": lambda: abs(u @ v) / (nu * nv),
-        "It looks divided by the squared lengths: each norm is sqrt(dot(u, u)).": lambda: u @ v / (nu ** 2 * nv ** 2),
-        "It looks like the plain dot product: divide by both vectors' norms (lengths).": lambda: u @ v,
-        "Only one vector's norm seems to be used; divide by |u| |v|.": lambda: u @ v / nu,
+        tr("The sign is lost (abs?): opposite vectors have cosine -1."): lambda: abs(u @ v) / (nu * nv),
+        tr("It looks divided by the squared lengths: each norm is sqrt(dot(u, u))."):
+            lambda: u @ v / (nu ** 2 * nv ** 2),
+        tr("It looks like the plain dot product: divide by both vectors' norms (lengths)."): lambda: u @ v,
+        tr("Only one vector's norm seems to be used; divide by |u| |v|."): lambda: u @ v / nu,
     }
 
 
-COS_HINT = "cosine_similarity is dot(u, v) / (|u| |v|) with |u| = sqrt(dot(u, u)) (slide 68)."
+COS_HINT = tr("cosine_similarity is dot(u, v) / (|u| |v|) with |u| = sqrt(dot(u, u)) (slide 68).")
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -221,7 +228,7 @@ def test_cosine_similarity_values(student, seed):
     d = int(g.integers(2, 40))
     u, v = g.normal(size=d) * 10.0 ** g.uniform(-3, 3), g.normal(size=d) * 10.0 ** g.uniform(-3, 3)
     got = student.cosine_similarity(u, v)
-    assert_matches(got, ref.cosine_similarity(u, v), what=f"cosine_similarity of two ({d},) vectors", **TOL,
+    assert_matches(got, ref.cosine_similarity(u, v), what=tr("cosine_similarity of two ({d},) vectors", d=d), **TOL,
                    mistakes=_cos_mistakes(u, v), hint=COS_HINT)
 
 
@@ -232,36 +239,38 @@ def test_cosine_similarity_parallel_opposite_orthogonal(student):
              ("[3, -1, 2] and [1, 1, -1]", np.array([1.0, 1.0, -1.0]), 0.0)]
     for label, v, want in cases:
         got = student.cosine_similarity(u, v)
-        assert_matches(got, want, what=f"cosine_similarity of {label}", **TOL, mistakes=_cos_mistakes(u, v),
+        assert_matches(got, want, what=tr("cosine_similarity of {label}", label=label), **TOL,
+                       mistakes=_cos_mistakes(u, v),
                        hint=COS_HINT)
 
 
 def test_cosine_similarity_zero_vector_is_zero(student):
     """cosine_similarity is 0.0 (not NaN, no error) when either vector is all zeros"""
-    for label, u, v in [("zeros and [1, 2, 3]", np.zeros(3), np.array([1.0, 2.0, 3.0])),
-                        ("[1, 2, 3] and zeros", np.array([1.0, 2.0, 3.0]), np.zeros(3)),
-                        ("zeros and zeros", np.zeros(3), np.zeros(3))]:
+    for label, u, v in [(tr("zeros and [1, 2, 3]"), np.zeros(3), np.array([1.0, 2.0, 3.0])),
+                        (tr("[1, 2, 3] and zeros"), np.array([1.0, 2.0, 3.0]), np.zeros(3)),
+                        (tr("zeros and zeros"), np.zeros(3), np.zeros(3))]:
         got = student.cosine_similarity(u, v)
-        assert_close(got, 0.0, what=f"cosine_similarity of {label}", atol=0, rtol=0,
-                     hint="A zero vector has length 0: return 0.0 instead of dividing by zero (which gives NaN).")
+        assert_close(got, 0.0, what=tr("cosine_similarity of {label}", label=label), atol=0, rtol=0,
+                     hint=tr("A zero vector has length 0: return 0.0 instead of dividing by zero (which gives "
+                             "NaN)."))
 
 
 def test_cosine_similarity_rejects_mismatched_lengths(student):
     """cosine_similarity raises ValueError for vectors of different lengths"""
-    with raises_student(ValueError, what="cosine_similarity of shapes (3,) and (2,)"):
+    with raises_student(ValueError, what=tr("cosine_similarity of shapes (3,) and (2,)")):
         student.cosine_similarity(np.ones(3), np.ones(2))
 
 
 # ---------------------------------------------------------------- every size, calls in a row
 
-D = Axis("d", 4, 9, "vectors of one component")
+D = Axis("d", 4, 9, tr("vectors of one component"))
 SIZES = {  # function -> (its sizes, its inputs for given sizes)
     "dot_product": ([D], lambda g, s: (g.normal(size=s["d"]), g.normal(size=s["d"]))),
     "cosine_similarity": ([D], lambda g, s: (g.normal(size=s["d"]), g.normal(size=s["d"]))),
-    "similarity_scores": ([Axis("n", 3, 8, "one encoder state"), D],
+    "similarity_scores": ([Axis("n", 3, 8, tr("one encoder state")), D],
                           lambda g, s: (g.normal(size=s["d"]), g.normal(size=(s["n"], s["d"])))),
-    "similarity_matrix": ([Axis("B", 2, 3, "a batch of one"), Axis("m", 2, 6, "one query"),
-                           Axis("n", 3, 7, "one key"), D],
+    "similarity_matrix": ([Axis("B", 2, 3, tr("a batch of one")), Axis("m", 2, 6, tr("one query")),
+                           Axis("n", 3, 7, tr("one key")), D],
                           lambda g, s: (g.normal(size=(s["B"], s["m"], s["d"])),
                                         g.normal(size=(s["B"], s["n"], s["d"])))),
 }

@@ -25,6 +25,7 @@ from grader.engine.testing import (
     reference,
     which_mistake,
 )
+from grader.i18n import tr
 
 ref = reference("a02_softmax")
 SOFTMAX_TOL = dict(atol=1e-12, rtol=1e-9)
@@ -50,38 +51,40 @@ def _softmax_diagnosis(got, x, axis):
     except (TypeError, ValueError):
         return {}
     other_axes = [a for a in range(-x.ndim, 0) if a != (axis if axis < 0 else axis - x.ndim)]
-    mistakes = {f"softmax seems to run over axis {a} instead of axis={axis}: normalise along the `axis` argument.":
+    mistakes = {tr("softmax seems to run over axis {a} instead of axis={axis}: normalise along the `axis` "
+                   "argument.", a=a, axis=axis):
                 (lambda a=a: ref.softmax(x, axis=a)) for a in other_axes}
 
     def no_keepdims():
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
         return e / np.sum(e, axis=axis)
     mistakes.update({
-        "The sum along `axis` seems taken without keepdims=True, so it broadcasts onto the wrong entries.":
+        tr("The sum along `axis` seems taken without keepdims=True, so it broadcasts onto the wrong entries."):
         no_keepdims,
-        "A fully masked slice (all -inf) got uniform weights: -inf seems replaced by a large negative number. "
-        "Blocked entries must keep weight 0, and an all -inf slice gives all zeros.":
+        tr("A fully masked slice (all -inf) got uniform weights: -inf seems replaced by a large negative number. "
+           "Blocked entries must keep weight 0, and an all -inf slice gives all zeros."):
         lambda: ref.softmax(np.where(np.isneginf(x), -1e9, x), axis=axis),
     })
-    default = "softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along `axis` (slide 14)."
+    default = tr("softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along `axis` (slide 14).")
     if arr.shape == x.shape:
         live = ~np.isneginf(x).all(axis=axis)
         sums = _slice_sums(arr, axis)
         if np.isnan(arr).any():
             nan_slices = np.isnan(arr).any(axis=axis)
             if (nan_slices <= ~live).all():
-                default = ("NaN on a slice that is all -inf: its max is -inf and x - max = -inf - (-inf) = NaN. "
-                           "Give such a slice all-zero weights (shift it by 0, or skip the division where the sum "
-                           "is 0).")
+                default = (tr("NaN on a slice that is all -inf: its max is -inf and x - max = -inf - (-inf) = "
+                              "NaN. Give such a slice all-zero weights (shift it by 0, or skip the division "
+                              "where the sum is 0)."))
             else:
-                default = ("NaN from overflow: exp of a large score is inf and inf / inf = NaN. Subtract the max along "
-                           "`axis` before np.exp (slide 14).")
+                default = (tr("NaN from overflow: exp of a large score is inf and inf / inf = NaN. Subtract the "
+                              "max along `axis` before np.exp (slide 14)."))
         elif x.size > x.shape[axis] and abs(float(np.sum(arr)) - 1.0) < 1e-9:
-            default = ("All the weights together sum to 1, but each slice along `axis` must sum to 1: the sum seems "
-                       "taken over the whole array (np.sum without axis).")
+            default = (tr("All the weights together sum to 1, but each slice along `axis` must sum to 1: the sum "
+                          "seems taken over the whole array (np.sum without axis)."))
         elif live.any() and not np.allclose(sums[live], 1.0, atol=1e-9):
-            default = (f"The slices along axis={axis} sum to {np.round(sums[live].ravel()[:4], 4)}..., not 1: "
-                       "divide exp(x - max) by its own sum along `axis` (keepdims=True).")
+            default = (tr("The slices along axis={axis} sum to {np_round_sums_live_ravel}..., not 1: divide "
+                          "exp(x - max) by its own sum along `axis` (keepdims=True).",
+                          axis=axis, np_round_sums_live_ravel=np.round(sums[live].ravel()[:4], 4)))
     return dict(mistakes=mistakes, hint=default)
 
 
@@ -93,8 +96,9 @@ def call(fn, *args, **kwargs):
     except StudentError as exc:
         if "broadcast" in exc.message:
             raise AssertionError(
-                f"{fn.__name__} raised {exc.type_name}: {exc.message}. The sum (or max) along `axis` loses that axis; "
-                "use keepdims=True so it broadcasts back onto its slice.") from None
+                tr("{fn___name} raised {exc_type_name}: {exc_message}. The sum (or max) along `axis` loses that "
+                   "axis; use keepdims=True so it broadcasts back onto its slice.",
+                   fn___name=fn.__name__, exc_type_name=exc.type_name, exc_message=exc.message)) from None
         raise
 
 
@@ -132,11 +136,12 @@ def test_softmax_large_inputs_no_overflow(student, scale):
     x[0] = [1e4, 1e4 - 1, 1e4 - 2, -1e4, 0, 5e3, 1e4, -5e3, 2.0]
     got = call(student.softmax, x)
     diagnosis = _softmax_diagnosis(got, x, -1)
-    arr = as_array(got, what=f"softmax of scores of magnitude {scale:g}")
+    arr = as_array(got, what=tr("softmax of scores of magnitude {scale}", scale=f"{scale:g}"))
     if arr.shape == x.shape and not np.isfinite(arr).all():
-        diagnosis = dict(hint="Overflow: np.exp of a large score is inf (and inf / inf is NaN). Subtract the max "
-                              "along `axis` before np.exp; softmax(x) == softmax(x - max) (slide 14).")
-    assert_matches(got, ref.softmax(x), what=f"softmax of scores of magnitude {scale:g}", **SOFTMAX_TOL, **diagnosis)
+        diagnosis = dict(hint=tr("Overflow: np.exp of a large score is inf (and inf / inf is NaN). Subtract the "
+                                 "max along `axis` before np.exp; softmax(x) == softmax(x - max) (slide 14)."))
+    assert_matches(got, ref.softmax(x), what=tr("softmax of scores of magnitude {scale}", scale=f"{scale:g}"),
+                   **SOFTMAX_TOL, **diagnosis)
 
 
 def test_softmax_properties_rows_sum_to_one(student):
@@ -144,14 +149,15 @@ def test_softmax_properties_rows_sum_to_one(student):
     x = rng(4).normal(size=(5, 8)) * 10
     w = assert_shape(call(student.softmax, x), x.shape, what="softmax(x (5, 8))")
     sums = w.sum(axis=-1)
-    assert (w >= 0).all(), f"softmax gave negative weights (min {w.min():.3g}); exp is never negative."
+    assert (w >= 0).all(), tr("softmax gave negative weights (min {w_min}); exp is never negative.",
+                              w_min=f"{w.min():.3g}")
     assert np.allclose(sums, 1.0, atol=1e-12), (
-        f"softmax rows sum to {np.round(sums, 4)} instead of 1: divide exp(x - max) by its sum along `axis` "
-        "(keepdims=True so it broadcasts back onto the slice).")
+        tr("softmax rows sum to {np_round_sums_4} instead of 1: divide exp(x - max) by its sum along `axis` "
+           "(keepdims=True so it broadcasts back onto the slice).", np_round_sums_4=np.round(sums, 4)))
     shifted = as_array(call(student.softmax, x + 1000.0), what="softmax(x + 1000)")
     assert_close(shifted, w, what="softmax(x + 1000)", atol=1e-12, rtol=1e-9,
-                 hint="Softmax is unchanged by adding a constant to every score; large scores must not overflow "
-                      "(subtract the max first).")
+                 hint=tr("Softmax is unchanged by adding a constant to every score; large scores must not "
+                         "overflow (subtract the max first)."))
 
 
 def test_softmax_neg_inf_gets_zero_weight(student):
@@ -161,12 +167,14 @@ def test_softmax_neg_inf_gets_zero_weight(student):
     x[2, :5] = -np.inf
     x[3, ::2] = -np.inf
     got = call(student.softmax, x)
-    w = assert_shape(got, x.shape, what="softmax with -inf entries")
+    w = assert_shape(got, x.shape, what=tr("softmax with -inf entries"))
     assert not np.isnan(w).any(), (
-        f"softmax with -inf entries returned NaN. {which_mistake(got, **_softmax_diagnosis(got, x, -1))}")
+        tr("softmax with -inf entries returned NaN. {which_mistake_got__softm}",
+           which_mistake_got__softm=which_mistake(got, **_softmax_diagnosis(got, x, -1))))
     assert np.all(w[np.isneginf(x)] == 0.0), (
-        "A -inf entry got a non-zero weight: -inf must stay -inf through the max shift and become exp(-inf) = 0.")
-    assert_matches(got, ref.softmax(x), what="softmax with -inf entries", **SOFTMAX_TOL,
+        tr("A -inf entry got a non-zero weight: -inf must stay -inf through the max shift and become exp(-inf) = "
+           "0."))
+    assert_matches(got, ref.softmax(x), what=tr("softmax with -inf entries"), **SOFTMAX_TOL,
                    **_softmax_diagnosis(got, x, -1))
 
 
@@ -180,7 +188,8 @@ def test_softmax_fully_masked_slice_is_zero(student, axis):
         x[:, 2] = -np.inf
     x[3, 0] = -np.inf
     got = call(student.softmax, x, axis=axis)
-    assert_matches(got, ref.softmax(x, axis=axis), what=f"softmax(x, axis={axis}) with an all -inf slice",
+    assert_matches(got, ref.softmax(x, axis=axis), what=tr("softmax(x, axis={axis}) with an all -inf slice",
+                                                           axis=axis),
                    **SOFTMAX_TOL, **_softmax_diagnosis(got, x, axis))
 
 
@@ -193,24 +202,24 @@ def _log_softmax_diagnosis(got, x, axis):
     except (TypeError, ValueError):
         return {}
     other_axes = [a for a in range(-x.ndim, 0) if a != (axis if axis < 0 else axis - x.ndim)]
-    mistakes = {f"log_softmax seems to run over axis {a} instead of axis={axis}.":
+    mistakes = {tr("log_softmax seems to run over axis {a} instead of axis={axis}.", a=a, axis=axis):
                 (lambda a=a: ref.log_softmax(x, axis=a)) for a in other_axes}
-    mistakes["Overflow: log(sum(exp(x))) without subtracting the max first is log(inf). Compute "
-             "x - max - log(sum(exp(x - max)))."] = lambda: x - np.log(np.sum(np.exp(x), axis=axis, keepdims=True))
-    mistakes["It looks like log(softmax(x)): exp of a very negative shifted score underflows to 0 and its "
-             "log is -inf. Compute x - max - log(sum(exp(x - max))) instead."] = \
+    mistakes[tr("Overflow: log(sum(exp(x))) without subtracting the max first is log(inf). Compute x - max - "
+                "log(sum(exp(x - max))).")] = lambda: x - np.log(np.sum(np.exp(x), axis=axis, keepdims=True))
+    mistakes[tr("It looks like log(softmax(x)): exp of a very negative shifted score underflows to 0 and its log "
+                "is -inf. Compute x - max - log(sum(exp(x - max))) instead.")] = \
         lambda: np.log(ref.softmax(x, axis=axis))
-    default = "log_softmax(x) = (x - max) - log(sum(exp(x - max))) along `axis`."
+    default = tr("log_softmax(x) = (x - max) - log(sum(exp(x - max))) along `axis`.")
     if arr.shape == x.shape:
         finite_expected = np.isfinite(ref.log_softmax(x, axis=axis))
         if np.isneginf(arr[finite_expected]).all() or np.isnan(arr[finite_expected]).all():
-            default = ("Overflow: every entry came out -inf/NaN; subtract the max along `axis` before np.exp.")
+            default = (tr("Overflow: every entry came out -inf/NaN; subtract the max along `axis` before np.exp."))
         elif np.isneginf(arr[finite_expected]).any():
-            default = ("Underflow: an entry whose log-probability is finite came out -inf. That happens with "
-                       "log(softmax(x)); compute x - max - log(sum(exp(x - max))) instead.")
+            default = (tr("Underflow: an entry whose log-probability is finite came out -inf. That happens with "
+                          "log(softmax(x)); compute x - max - log(sum(exp(x - max))) instead."))
         elif np.isnan(arr).any() or np.isposinf(arr).any():
-            default = ("NaN/inf from overflow: subtract the max along `axis` before np.exp, exactly as in softmax. "
-                       "An all -inf slice stays all -inf.")
+            default = (tr("NaN/inf from overflow: subtract the max along `axis` before np.exp, exactly as in "
+                          "softmax. An all -inf slice stays all -inf."))
     return dict(mistakes=mistakes, hint=default)
 
 
@@ -227,7 +236,7 @@ def test_log_softmax_large_inputs_no_overflow(student):
     """log_softmax of scores around +-1e4 is finite and exact (no overflow)"""
     x = rng(21).normal(size=(5, 7)) * 1e4
     got = call(student.log_softmax, x)
-    assert_matches(got, ref.log_softmax(x), what="log_softmax of scores of magnitude 1e4", **LOG_TOL,
+    assert_matches(got, ref.log_softmax(x), what=tr("log_softmax of scores of magnitude 1e4"), **LOG_TOL,
                    **_log_softmax_diagnosis(got, x, -1))
 
 
@@ -245,11 +254,11 @@ def test_log_softmax_neg_inf_stays_neg_inf(student):
     x[0, [0, 3]] = -np.inf
     x[2, :] = -np.inf
     got = call(student.log_softmax, x)
-    arr = assert_shape(got, x.shape, what="log_softmax with -inf entries")
+    arr = assert_shape(got, x.shape, what=tr("log_softmax with -inf entries"))
     assert not np.isnan(arr).any(), (
-        "log_softmax with -inf entries returned NaN. With an all -inf slice the max is -inf and x - max is NaN: "
-        "shift such a slice by 0, and keep every -inf entry at -inf (log of a zero weight).")
-    assert_matches(got, ref.log_softmax(x), what="log_softmax with -inf entries", **LOG_TOL,
+        tr("log_softmax with -inf entries returned NaN. With an all -inf slice the max is -inf and x - max is "
+           "NaN: shift such a slice by 0, and keep every -inf entry at -inf (log of a zero weight)."))
+    assert_matches(got, ref.log_softmax(x), what=tr("log_softmax with -inf entries"), **LOG_TOL,
                    **_log_softmax_diagnosis(got, x, -1))
 
 
@@ -258,8 +267,8 @@ def test_log_softmax_agrees_with_softmax(student):
     x = rng(23).normal(size=(4, 6)) * 4
     w = as_array(call(student.softmax, x, axis=0), what="softmax(x, axis=0)")
     lw = as_array(call(student.log_softmax, x, axis=0), what="log_softmax(x, axis=0)")
-    assert_close(np.exp(lw), w, what="exp(log_softmax(x, axis=0)) compared with softmax(x, axis=0)",
-                 atol=1e-12, rtol=1e-9, hint="Both must normalise along the same `axis`.")
+    assert_close(np.exp(lw), w, what=tr("exp(log_softmax(x, axis=0)) compared with softmax(x, axis=0)"),
+                 atol=1e-12, rtol=1e-9, hint=tr("Both must normalise along the same `axis`."))
 
 
 # ---------------------------------------------------------------- every size, calls in a row
@@ -268,7 +277,7 @@ def test_log_softmax_agrees_with_softmax(student):
 def test_sizes_of_one_and_calls_in_a_row(student, name):
     """softmax and log_softmax work on one slice, on slices of one entry, and on calls in a row with other sizes"""
     g = rng(30 if name == "softmax" else 31)
-    axes = [Axis("rows", 3, 7, "one slice"), Axis("n", 4, 9, "a slice of one score")]
+    axes = [Axis("rows", 3, 7, tr("one slice")), Axis("n", 4, 9, tr("a slice of one score"))]
     check_function_sizes(getattr(student, name), getattr(ref, name), axes,
                          lambda s: (g.normal(size=(s["rows"], s["n"])) * 3,), what=name,
                          **(SOFTMAX_TOL if name == "softmax" else LOG_TOL))

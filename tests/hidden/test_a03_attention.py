@@ -27,6 +27,7 @@ from grader.engine.testing import (
     reference_time,
     which_mistake,
 )
+from grader.i18n import join, tr
 
 ref = reference("a03_attention")
 TOL = dict(atol=1e-10, rtol=1e-8)
@@ -73,36 +74,38 @@ def weights_diagnosis(w, Q, K, V, mask=None, d_model=None):
     """The known mistakes behind wrong attention weights, and the hint when none of them is it:
     keyword arguments for assert_matches (and which_mistake)."""
     d_k, d_v = Q.shape[-1], V.shape[-1]
-    mistakes = {"The scores look not divided by sqrt(d_k) at all: divide Q K^T by sqrt(d_k) before the softmax "
-                "(slides 5, 34).": lambda: _variant_weights(Q, K, mask, scale=1.0)}
+    mistakes = {tr("The scores look not divided by sqrt(d_k) at all: divide Q K^T by sqrt(d_k) before the "
+                   "softmax (slides 5, 34)."): lambda: _variant_weights(Q, K, mask, scale=1.0)}
     if d_k != 1:  # for d_k = 1, d_k and sqrt(d_k) are the same number
-        mistakes["The scores look divided by d_k instead of sqrt(d_k) (slide 34)."] = \
+        mistakes[tr("The scores look divided by d_k instead of sqrt(d_k) (slide 34).")] = \
             lambda: _variant_weights(Q, K, mask, scale=float(d_k))
     if d_v != d_k:
-        mistakes["The scores look divided by sqrt(d_v) (the Value size) instead of sqrt(d_k), the Query/Key size."] = \
+        mistakes[tr("The scores look divided by sqrt(d_v) (the Value size) instead of sqrt(d_k), the Query/Key "
+                    "size.")] = \
             lambda: _variant_weights(Q, K, mask, scale=np.sqrt(d_v))
     if d_model is not None and d_model != d_k:
-        mistakes["The scores look divided by sqrt(d_model) instead of sqrt(d_k): d_k is the width of Q and K "
-                 "after the projections W_q, W_k (slide 34)."] = \
+        mistakes[tr("The scores look divided by sqrt(d_model) instead of sqrt(d_k): d_k is the width of Q and K "
+                    "after the projections W_q, W_k (slide 34).")] = \
             lambda: _variant_weights(Q, K, mask, scale=np.sqrt(d_model))
-    mistakes["The scores look transposed (K Q^T instead of Q K^T): row i must hold query i's scores over the "
-             "keys."] = lambda: _softmax(K @ _swap(Q) / np.sqrt(d_k), axis=-1)
-    mistakes["The softmax seems to run over the query axis (axis=-2): each query's weights over the keys "
-             "(the last axis) must sum to 1 (slide 5)."] = lambda: _variant_weights(Q, K, mask, axis=-2)
+    mistakes[tr("The scores look transposed (K Q^T instead of Q K^T): row i must hold query i's scores over the "
+                "keys.")] = lambda: _softmax(K @ _swap(Q) / np.sqrt(d_k), axis=-1)
+    mistakes[tr("The softmax seems to run over the query axis (axis=-2): each query's weights over the keys (the "
+                "last axis) must sum to 1 (slide 5).")] = lambda: _variant_weights(Q, K, mask, axis=-2)
     if mask is not None:
         mistakes.update({
-            "The mask looks inverted: True means the query MAY attend to that key (blocked where False).":
+            tr("The mask looks inverted: True means the query MAY attend to that key (blocked where False)."):
             lambda: _variant_weights(Q, K, mask, mask_mode="inverted"),
-            "The mask seems applied after the softmax: blocked weights are zeroed but the rest no longer sum to 1. "
-            "Set blocked scores to -inf before the softmax.": lambda: _variant_weights(Q, K, mask, mask_mode="after"),
-            "Blocked scores seem set to 0 instead of -inf, so blocked keys still get weight.":
+            tr("The mask seems applied after the softmax: blocked weights are zeroed but the rest no longer sum "
+               "to 1. Set blocked scores to -inf before the softmax."):
+                lambda: _variant_weights(Q, K, mask, mask_mode="after"),
+            tr("Blocked scores seem set to 0 instead of -inf, so blocked keys still get weight."):
             lambda: _variant_weights(Q, K, mask, mask_mode="zero"),
-            "A fully masked row got uniform weights (blocked scores set to a large negative number instead of -inf?). "
-            "A fully masked query row must get zero weights and a zero output.":
+            tr("A fully masked row got uniform weights (blocked scores set to a large negative number instead of "
+               "-inf?). A fully masked query row must get zero weights and a zero output."):
             lambda: _variant_weights(Q, K, mask, mask_mode="big"),
         })
-    default = ("weights = softmax(Q K^T / sqrt(d_k)) over the keys (last axis), blocked scores set to -inf first "
-               "(slides 5, 34-35).")
+    default = (tr("weights = softmax(Q K^T / sqrt(d_k)) over the keys (last axis), blocked scores set to -inf "
+                  "first (slides 5, 34-35)."))
     try:
         arr = np.asarray(w, dtype=np.float64)
     except (TypeError, ValueError):
@@ -114,20 +117,20 @@ def weights_diagnosis(w, Q, K, V, mask=None, d_model=None):
         except ValueError:
             dead = None
         if dead is not None and (nan_rows <= dead).all():
-            default = ("NaN in the weights of a fully masked query row: every score is -inf, the max is -inf and "
-                       "-inf - (-inf) = NaN. A fully masked row must give zero weights and a zero output.")
+            default = (tr("NaN in the weights of a fully masked query row: every score is -inf, the max is -inf "
+                          "and -inf - (-inf) = NaN. A fully masked row must give zero weights and a zero output."))
         else:
-            default = ("NaN in the weights: np.exp of a large score overflows to inf and inf / inf = NaN. Subtract "
-                       "each row's max score before np.exp, as in stage 2.")
+            default = (tr("NaN in the weights: np.exp of a large score overflows to inf and inf / inf = NaN. "
+                          "Subtract each row's max score before np.exp, as in stage 2."))
     return dict(mistakes=mistakes, hint=default)
 
 
 def out_diagnosis(w_expected, V):
     """The known mistake behind a wrong attention output, and the hint otherwise."""
     return dict(mistakes={
-        "The output looks like the single Value with the largest weight: attention returns the weighted sum of "
-        "all Values, weights @ V, not a pick (slide 6).": lambda: _pick(w_expected, V),
-    }, hint="out = weights @ V: each output row is the weighted sum of the Value rows (slides 15, 36).")
+        tr("The output looks like the single Value with the largest weight: attention returns the weighted sum "
+           "of all Values, weights @ V, not a pick (slide 6)."): lambda: _pick(w_expected, V),
+    }, hint=tr("out = weights @ V: each output row is the weighted sum of the Value rows (slides 15, 36)."))
 
 
 def _pick(w, V):
@@ -141,7 +144,7 @@ def _pick(w, V):
 def unpack(result, what):
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         kind = type(result).__name__
-        raise AssertionError(f"{what} returned a {kind}, expected a pair (out, weights).")
+        raise AssertionError(tr("{what} returned a {kind}, expected a pair (out, weights).", what=what, kind=kind))
     return result
 
 
@@ -150,8 +153,9 @@ def check_attention(result, Q, K, V, mask=None, what="scaled_dot_product_attenti
     out, w = unpack(result, what)
     w_arr = as_array(w, what=f"{what}: weights")
     if w_arr.shape != exp_w.shape and w_arr.shape == exp_w.shape[:-2] + exp_w.shape[:-3:-1]:
-        raise AssertionError(f"{what}: weights have shape {w_arr.shape}, expected {exp_w.shape} (..., m, n): they look "
-                             "transposed. Row i holds query i's weights over the n keys: scores = Q K^T, not K Q^T.")
+        raise AssertionError(tr("{what}: weights have shape {w_arr_shape}, expected {exp_w_shape} (..., m, n): "
+                                "they look transposed. Row i holds query i's weights over the n keys: scores = Q "
+                                "K^T, not K Q^T.", what=what, w_arr_shape=w_arr.shape, exp_w_shape=exp_w.shape))
     assert_matches(w, exp_w, what=f"{what}: weights", **TOL, **weights_diagnosis(w_arr, Q, K, V, mask, d_model))
     assert_matches(out, exp_out, what=f"{what}: out", **TOL, **out_diagnosis(exp_w, V))
 
@@ -164,17 +168,19 @@ def call_sdpa(student, Q, K, V, mask=None):
     except StudentError as exc:
         if exc.kind != "error":
             raise
-        first = (f"scaled_dot_product_attention raised {exc.type_name}: {exc.message} "
-                 f"for Q {Q.shape}, K {K.shape}, V {V.shape}")
+        first = (tr("scaled_dot_product_attention raised {exc_type_name}: {exc_message} for Q {q_shape}, K "
+                    "{k_shape}, V {v_shape}",
+                    exc_type_name=exc.type_name, exc_message=exc.message, q_shape=Q.shape, k_shape=K.shape,
+                    v_shape=V.shape))
         first += "" if mask is None else f", mask {np.shape(mask)}"
         if Q.ndim > 2 or K.ndim > 2:
             q2, k2, v2 = (A.reshape(-1, *A.shape[-2:])[0] for A in (Q, K, V))
             try:
                 student.scaled_dot_product_attention(q2, k2, v2)
                 raise AssertionError(
-                    f"{first}. It works on 2-D inputs, so the leading (batch/head) dimensions are the problem: "
-                    "transpose only the last two axes of K (np.swapaxes(K, -1, -2)); K.T reverses every "
-                    "axis.") from None
+                    tr("{first}. It works on 2-D inputs, so the leading (batch/head) dimensions are the problem: "
+                       "transpose only the last two axes of K (np.swapaxes(K, -1, -2)); K.T reverses every axis.",
+                       first=first)) from None
             except StudentError:
                 pass
         if Q.shape[-2] != K.shape[-2]:
@@ -182,8 +188,9 @@ def call_sdpa(student, Q, K, V, mask=None):
             try:
                 student.scaled_dot_product_attention(Q[..., :1, :].repeat(n, -2), K, V)
                 raise AssertionError(
-                    f"{first}. It works when m == n, so queries and keys seem mixed up: scores = Q K^T has shape "
-                    "(..., m, n), the softmax runs over the n keys, and out = weights @ V.") from None
+                    tr("{first}. It works when m == n, so queries and keys seem mixed up: scores = Q K^T has "
+                       "shape (..., m, n), the softmax runs over the n keys, and out = weights @ V.",
+                       first=first)) from None
             except StudentError:
                 pass
         raise
@@ -195,16 +202,17 @@ def _check_context(result, s, H, what):
     ctx, w = unpack(result, what)
     exp_ctx, exp_w = ref.attention_context(s, H)
     assert_matches(w, exp_w, what=f"{what}: weights", **TOL, mistakes={
-        "The weights look computed from scores divided by sqrt(d): the LSTM attention of slides 12-13 uses the plain "
-        "dot product.": lambda: _softmax(H @ s / np.sqrt(len(s))),
-        "The weights look like the raw dot products: apply the softmax (slide 14).": lambda: H @ s,
-    }, hint="weights = softmax(encoder_states @ decoder_state) (slides 12-14).")
+        tr("The weights look computed from scores divided by sqrt(d): the LSTM attention of slides 12-13 uses "
+           "the plain dot product."): lambda: _softmax(H @ s / np.sqrt(len(s))),
+        tr("The weights look like the raw dot products: apply the softmax (slide 14)."): lambda: H @ s,
+    }, hint=tr("weights = softmax(encoder_states @ decoder_state) (slides 12-14)."))
     assert_matches(ctx, exp_ctx, what=f"{what}: context", **TOL, mistakes={
-        "The context is the single encoder state with the largest weight: attention is a weighted sum of all "
-        "encoder states (slides 6, 15).": lambda: H[np.argmax(exp_w)],
-        "The context looks like the plain mean of the encoder states: weight each state by its attention weight.":
+        tr("The context is the single encoder state with the largest weight: attention is a weighted sum of all "
+           "encoder states (slides 6, 15)."): lambda: H[np.argmax(exp_w)],
+        tr("The context looks like the plain mean of the encoder states: weight each state by its attention "
+           "weight."):
         lambda: H.mean(axis=0),
-    }, hint="context = sum_j weights[j] * encoder_states[j], a weighted sum (slide 15).")
+    }, hint=tr("context = sum_j weights[j] * encoder_states[j], a weighted sum (slide 15)."))
 
 
 @pytest.mark.parametrize("n,d", [(1, 3), (4, 6), (9, 2)])
@@ -220,7 +228,7 @@ def test_attention_context_is_weighted_sum_not_pick(student):
     """the context blends every encoder state by its weight; it does not pick the best one (slide 6)"""
     H = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     s = np.array([1.0, 0.8, -0.5])
-    _check_context(student.attention_context(s, H), s, H, "attention_context with scores [1, 0.8, -0.5]")
+    _check_context(student.attention_context(s, H), s, H, tr("attention_context with scores [1, 0.8, -0.5]"))
 
 
 def test_attention_context_large_scores_stable(student):
@@ -228,11 +236,11 @@ def test_attention_context_large_scores_stable(student):
     g = rng(40)
     s, H = g.normal(size=8) * 30, g.normal(size=(6, 8)) * 30
     result = student.attention_context(s, H)
-    ctx, w = unpack(result, "attention_context with large scores")
-    if not np.isfinite(as_array(w, what="attention_context weights")).all():
-        raise AssertionError("attention_context with scores in the thousands gave non-finite weights: the softmax "
-                             "overflows. Subtract the max score before np.exp (stage 2).")
-    _check_context(result, s, H, "attention_context with large scores")
+    ctx, w = unpack(result, tr("attention_context with large scores"))
+    if not np.isfinite(as_array(w, what=tr("attention_context weights"))).all():
+        raise AssertionError(tr("attention_context with scores in the thousands gave non-finite weights: the "
+                                "softmax overflows. Subtract the max score before np.exp (stage 2)."))
+    _check_context(result, s, H, tr("attention_context with large scores"))
 
 
 def test_attention_context_rejects_bad_shapes(student):
@@ -273,7 +281,7 @@ def test_sdpa_mask_broadcasts(student, mask_shape):
     mask = g.random(mask_shape) < 0.6
     mask[..., 0] = True  # every row keeps at least one key here; fully masked rows have their own test
     check_attention(call_sdpa(student, Q, K, V, mask), Q, K, V, mask,
-                    what=f"scaled_dot_product_attention with a mask of shape {mask_shape}")
+                    what=tr("scaled_dot_product_attention with a mask of shape {mask_shape}", mask_shape=mask_shape))
 
 
 def test_sdpa_mask_true_means_attend(student):
@@ -281,13 +289,14 @@ def test_sdpa_mask_true_means_attend(student):
     g = rng(50)
     Q, K, V = g.normal(size=(6, 4)), g.normal(size=(6, 4)), g.normal(size=(6, 3))
     mask = np.tril(np.ones((6, 6), dtype=bool))       # causal: query i sees keys 0..i
-    out, w = unpack(call_sdpa(student, Q, K, V, mask), "scaled_dot_product_attention with a causal mask")
-    w_arr = assert_shape(w, (6, 6), what="weights with a causal mask")
+    out, w = unpack(call_sdpa(student, Q, K, V, mask), tr("scaled_dot_product_attention with a causal mask"))
+    w_arr = assert_shape(w, (6, 6), what=tr("weights with a causal mask"))
     hint = which_mistake(w_arr, **weights_diagnosis(w_arr, Q, K, V, mask))
     if not np.all(w_arr[~mask] == 0.0):
-        raise AssertionError(f"weights with a causal mask: blocked entries (mask False) are not 0, e.g. "
-                             f"weights[0, 1:] = {np.round(w_arr[0, 1:], 4)}. {hint}")
-    check_attention((out, w), Q, K, V, mask, what="scaled_dot_product_attention with a causal mask")
+        raise AssertionError(tr("weights with a causal mask: blocked entries (mask False) are not 0, e.g. "
+                                "weights[0, 1:] = {np_round_w_arr_0_1_4}. {hint}",
+                                np_round_w_arr_0_1_4=np.round(w_arr[0, 1:], 4), hint=hint))
+    check_attention((out, w), Q, K, V, mask, what=tr("scaled_dot_product_attention with a causal mask"))
 
 
 def test_sdpa_fully_masked_row_is_zero(student):
@@ -299,14 +308,14 @@ def test_sdpa_fully_masked_row_is_zero(student):
     mask[0, 1, :] = False
     mask[1, 3, :] = False
     check_attention(call_sdpa(student, Q, K, V, mask), Q, K, V, mask,
-                    what="scaled_dot_product_attention with fully masked query rows")
+                    what=tr("scaled_dot_product_attention with fully masked query rows"))
 
 
 def test_sdpa_large_scores_stable(student):
     """scaled_dot_product_attention stays finite and exact when scores are around 1e4"""
     g = rng(52)
     Q, K, V = g.normal(size=(5, 16)) * 40, g.normal(size=(6, 16)) * 40, g.normal(size=(6, 4))
-    check_attention(call_sdpa(student, Q, K, V), Q, K, V, what="scaled_dot_product_attention with scores ~1e4")
+    check_attention(call_sdpa(student, Q, K, V), Q, K, V, what=tr("scaled_dot_product_attention with scores ~1e4"))
 
 
 def test_sdpa_output_is_weighted_sum_of_values(student):
@@ -317,11 +326,13 @@ def test_sdpa_output_is_weighted_sum_of_values(student):
     w_arr = assert_shape(w, (5, 6), what="weights")
     rows = w_arr.sum(axis=-1)
     assert np.allclose(rows, 1.0, atol=1e-10), (
-        f"weights rows sum to {np.round(rows, 4)}, not 1. {which_mistake(w_arr, **weights_diagnosis(w_arr, Q, K, V))}")
-    assert_matches(out, w_arr @ V, what="out compared with weights @ V", **TOL,
-                   mistakes={"The output picks the Value with the largest weight; attention is the weighted sum of "
-                             "all Values, weights @ V (slide 6).": lambda: _pick(w_arr, V)},
-                   hint="out must be weights @ V (slides 15, 36).")
+        tr("weights rows sum to {np_round_rows_4}, not 1. {which_mistake_w_arr_weig}",
+           np_round_rows_4=np.round(rows, 4),
+           which_mistake_w_arr_weig=which_mistake(w_arr, **weights_diagnosis(w_arr, Q, K, V))))
+    assert_matches(out, w_arr @ V, what=tr("out compared with weights @ V"), **TOL,
+                   mistakes={tr("The output picks the Value with the largest weight; attention is the weighted "
+                                "sum of all Values, weights @ V (slide 6)."): lambda: _pick(w_arr, V)},
+                   hint=tr("out must be weights @ V (slides 15, 36)."))
 
 
 def test_sdpa_rejects_bad_shapes(student):
@@ -332,7 +343,7 @@ def test_sdpa_rejects_bad_shapes(student):
         student.scaled_dot_product_attention(np.ones((3, 4)), np.ones((5, 4)), np.ones((6, 2)))
     with raises_student(ValueError, what="scaled_dot_product_attention(Q (4,), K (5, 4), V (5, 2))"):
         student.scaled_dot_product_attention(np.ones(4), np.ones((5, 4)), np.ones((5, 2)))
-    with raises_student(ValueError, what="scaled_dot_product_attention with a (4, 5) mask for (3, 5) scores"):
+    with raises_student(ValueError, what=tr("scaled_dot_product_attention with a (4, 5) mask for (3, 5) scores")):
         student.scaled_dot_product_attention(np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 2)),
                                              np.ones((4, 5), dtype=bool))
 
@@ -342,7 +353,7 @@ def test_sdpa_is_vectorised(student):
     g = rng(54)
     Q, K, V = g.normal(size=(8000, 4)), g.normal(size=(4, 4)), g.normal(size=(4, 4))
     check_attention(call_sdpa(student, Q, K, V), Q, K, V,
-                    what="scaled_dot_product_attention on 8000 queries (checked before timing it)")
+                    what=tr("scaled_dot_product_attention on 8000 queries (checked before timing it)"))
     t_ref = reference_time(ref.scaled_dot_product_attention, Q, K, V)
     t_student = student.time_call("scaled_dot_product_attention", Q, K, V, repeat=5)
     if t_student > SLOWDOWN_LIMIT * t_ref:  # a busy machine can slow one side down: measure both once more
@@ -350,9 +361,12 @@ def test_sdpa_is_vectorised(student):
         t_student = min(t_student, student.time_call("scaled_dot_product_attention", Q, K, V, repeat=5))
     ratio = t_student / max(t_ref, 1e-9)
     assert ratio <= SLOWDOWN_LIMIT, (
-        f"scaled_dot_product_attention took {t_student * 1e3:.1f} ms on 8000 queries and 4 keys: {ratio:.0f}x the "
-        f"reference ({t_ref * 1e3:.2f} ms; the limit is {SLOWDOWN_LIMIT:.0f}x). The usual cause is a Python loop over "
-        "the query rows; compute all queries at once: Q @ K^T, one softmax over the last axis, weights @ V (slide 38).")
+        tr("scaled_dot_product_attention took {t_student_1e3} ms on 8000 queries and 4 keys: {ratio}x the "
+           "reference ({t_ref_1e3} ms; the limit is {slowdown_limit}x). The usual cause is a Python loop over "
+           "the query rows; compute all queries at once: Q @ K^T, one softmax over the last axis, weights @ V "
+           "(slide 38).",
+           t_student_1e3=f"{t_student * 1e3:.1f}", ratio=f"{ratio:.0f}", t_ref_1e3=f"{t_ref * 1e3:.2f}",
+           slowdown_limit=f"{SLOWDOWN_LIMIT:.0f}"))
 
 
 # ---------------------------------------------------------------- self_attention (slides 30-38)
@@ -362,21 +376,23 @@ def _check_self_attention(result, X, Wq, Wk, Wv, mask, what):
     exp_out, exp_w = ref.self_attention(X, Wq, Wk, Wv, mask)
     Q, K, V = X @ Wq, X @ Wk, X @ Wv
     value_mistakes = {
-        "The Values look computed with W_k instead of W_v (slide 36).":
+        tr("The Values look computed with W_k instead of W_v (slide 36)."):
         lambda: ref.self_attention(X, Wq, Wk, Wk, mask)[0],
-        "The Values look computed with W_q instead of W_v (slide 36).":
+        tr("The Values look computed with W_q instead of W_v (slide 36)."):
         lambda: ref.self_attention(X, Wq, Wk, Wq, mask)[0],
-        "The output seems to use X itself as the Values: V = X @ W_v (slide 36).":
+        tr("The output seems to use X itself as the Values: V = X @ W_v (slide 36)."):
         lambda: ref.scaled_dot_product_attention(Q, K, X, mask)[0],
     }
     out_arr = as_array(out, what=f"{what}: out")
     if out_arr.shape != exp_out.shape:
-        raise AssertionError(f"{what}: out has shape {out_arr.shape}, expected {exp_out.shape} (n, d_v). "
-                             + which_mistake(out_arr, value_mistakes,
-                                             "The Values are X @ W_v, so out has d_v = W_v.shape[1] columns."))
+        raise AssertionError(join([tr("{what}: out has shape {out_arr_shape}, expected {exp_out_shape} (n, d_v).",
+                                      what=what, out_arr_shape=out_arr.shape, exp_out_shape=exp_out.shape),
+                                   which_mistake(out_arr, value_mistakes,
+                                                 tr("The Values are X @ W_v, so out has d_v = W_v.shape[1] "
+                                                    "columns."))], sep=" "))
     weights = weights_diagnosis(w, Q, K, V, mask, d_model=X.shape[-1])
     assert_matches(w, exp_w, what=f"{what}: weights", **TOL, hint=weights["hint"], mistakes={
-        "Query and Key projections look swapped: Q = X @ W_q and K = X @ W_k (slides 32-33).":
+        tr("Query and Key projections look swapped: Q = X @ W_q and K = X @ W_k (slides 32-33)."):
         lambda: ref.scaled_dot_product_attention(X @ Wk, X @ Wq, V, mask)[1],
         **weights["mistakes"]})
     output = out_diagnosis(exp_w, V)
@@ -401,7 +417,7 @@ def test_self_attention_with_mask(student):
     Wq, Wk, Wv = g.normal(size=(8, 4)), g.normal(size=(8, 4)), g.normal(size=(8, 5))
     mask = np.tril(np.ones((6, 6), dtype=bool))
     _check_self_attention(student.self_attention(X, Wq, Wk, Wv, mask), X, Wq, Wk, Wv, mask,
-                          "self_attention(X (6, 8), ..., causal mask)")
+                          tr("self_attention(X (6, 8), ..., causal mask)"))
 
 
 def test_self_attention_permutation_equivariant(student):
@@ -413,11 +429,11 @@ def test_self_attention_permutation_equivariant(student):
     out, w = unpack(student.self_attention(X, Wq, Wk, Wv), "self_attention(X)")
     out_p, w_p = unpack(student.self_attention(X[perm], Wq, Wk, Wv), "self_attention(X[perm])")
     out, out_p = as_array(out, what="self_attention(X): out"), as_array(out_p, what="self_attention(X[perm]): out")
-    assert_close(out_p, out[perm], what="self_attention(X[perm]) compared with self_attention(X)[perm]", **TOL,
-                 hint="Self-attention treats tokens as a set: every token uses the same W_q, W_k, W_v (slide 37) and "
-                      "nothing depends on a token's index.")
-    assert_close(w_p, as_array(w, what="weights")[perm][:, perm], what="weights of the permuted tokens", **TOL,
-                 hint="weights[i, j] depends only on tokens i and j, not on their positions.")
+    assert_close(out_p, out[perm], what=tr("self_attention(X[perm]) compared with self_attention(X)[perm]"), **TOL,
+                 hint=tr("Self-attention treats tokens as a set: every token uses the same W_q, W_k, W_v (slide "
+                         "37) and nothing depends on a token's index."))
+    assert_close(w_p, as_array(w, what="weights")[perm][:, perm], what=tr("weights of the permuted tokens"), **TOL,
+                 hint=tr("weights[i, j] depends only on tokens i and j, not on their positions."))
 
 
 def test_self_attention_rejects_bad_shapes(student):
@@ -431,18 +447,19 @@ def test_self_attention_rejects_bad_shapes(student):
 
 # ---------------------------------------------------------------- every size, calls in a row
 
-N_KEYS = Axis("n", 3, 7, "one key")
+N_KEYS = Axis("n", 3, 7, tr("one key"))
 SIZES = {  # function -> (its sizes, its inputs for given sizes)
-    "attention_context": ([Axis("n", 3, 8, "one encoder state"), Axis("d", 4, 7, "one feature")],
+    "attention_context": ([Axis("n", 3, 8, tr("one encoder state")), Axis("d", 4, 7, tr("one feature"))],
                           lambda g, s: (g.normal(size=s["d"]), g.normal(size=(s["n"], s["d"])))),
     "scaled_dot_product_attention": (
-        [Axis("B", 2, 3, "a batch of one"), Axis("m", 2, 5, "one query"), N_KEYS, Axis("d_k", 4, 8, "one feature"),
-         Axis("d_v", 3, 6, "one value feature")],
+        [Axis("B", 2, 3, tr("a batch of one")), Axis("m", 2, 5, tr("one query")), N_KEYS,
+         Axis("d_k", 4, 8, tr("one feature")),
+         Axis("d_v", 3, 6, tr("one value feature"))],
         lambda g, s: (g.normal(size=(s["B"], s["m"], s["d_k"])), g.normal(size=(s["B"], s["n"], s["d_k"])),
                       g.normal(size=(s["B"], s["n"], s["d_v"])))),
     "self_attention": (
-        [Axis("n", 3, 6, "one token"), Axis("d_model", 4, 7, "one input feature"),
-         Axis("d_k", 2, 5, "queries and keys of one feature"), Axis("d_v", 3, 4, "one value feature")],
+        [Axis("n", 3, 6, tr("one token")), Axis("d_model", 4, 7, tr("one input feature")),
+         Axis("d_k", 2, 5, tr("queries and keys of one feature")), Axis("d_v", 3, 4, tr("one value feature"))],
         lambda g, s: (g.normal(size=(s["n"], s["d_model"])), g.normal(size=(s["d_model"], s["d_k"])),
                       g.normal(size=(s["d_model"], s["d_k"])), g.normal(size=(s["d_model"], s["d_v"])))),
 }

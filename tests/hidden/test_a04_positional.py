@@ -28,6 +28,7 @@ from grader.engine.testing import (
     reference,
     which_mistake,
 )
+from grader.i18n import join, tr
 
 ref = reference("a04_positional")
 EXACT = dict(atol=1e-12, rtol=0.0)
@@ -79,28 +80,30 @@ def pe_diagnosis(got, max_len, d_model):
     except (TypeError, ValueError):
         pass
     if arr is not None and arr.dtype == np.float32:
-        return dict(hint="The table is float32: compute it in float64 (np.arange(..., dtype=np.float64)); float32 "
-                         "rounding is ~1e-7 and grows with the position, far beyond the 1e-10 tolerance.")
+        return dict(hint=tr("The table is float32: compute it in float64 (np.arange(..., dtype=np.float64)); "
+                            "float32 rounding is ~1e-7 and grows with the position, far beyond the 1e-10 "
+                            "tolerance."))
     mistakes = {
-        "sin and cos look concatenated (all sines, then all cosines); they must be interleaved: sin in even "
-        "columns 2i, cos in odd columns 2i+1 (slide 22).": lambda: _concatenated(max_len, d_model),
-        "The exponent looks like j / d_model with the column index j; columns 2i and 2i+1 share the exponent "
-        "2i / d_model (use j - j % 2, not j).": lambda: _interleave(max_len, d_model, j.astype(np.float64)),
-        "The exponent looks like i / d_model; it is 2i / d_model (slide 22).":
+        tr("sin and cos look concatenated (all sines, then all cosines); they must be interleaved: sin in even "
+           "columns 2i, cos in odd columns 2i+1 (slide 22)."): lambda: _concatenated(max_len, d_model),
+        tr("The exponent looks like j / d_model with the column index j; columns 2i and 2i+1 share the exponent "
+           "2i / d_model (use j - j % 2, not j)."): lambda: _interleave(max_len, d_model, j.astype(np.float64)),
+        tr("The exponent looks like i / d_model; it is 2i / d_model (slide 22)."):
         lambda: _interleave(max_len, d_model, (j // 2).astype(np.float64)),
-        "sin and cos look swapped: even columns are sin, odd columns cos.":
+        tr("sin and cos look swapped: even columns are sin, odd columns cos."):
         lambda: _interleave(max_len, d_model, two_i, swap=True),
-        "Positions seem to start at 1; they start at 0, so the first row is [0, 1, 0, 1, ...].":
+        tr("Positions seem to start at 1; they start at 0, so the first row is [0, 1, 0, 1, ...]."):
         lambda: _interleave(max_len, d_model, two_i, start=1),
-        "The base looks like 1000; the paper uses 10000.": lambda: _interleave(max_len, d_model, two_i, base=1000.0),
+        tr("The base looks like 1000; the paper uses 10000."):
+            lambda: _interleave(max_len, d_model, two_i, base=1000.0),
     }
     default = "PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(p / 10000^(2i/d_model)) (slide 22)."
     if arr is not None and arr.shape == (max_len, d_model):
         if matches(arr, _float32_table(max_len, d_model), atol=1e-4):
-            default = ("The values are right to ~1e-6 but not to 1e-10: the table seems computed in float32. "
-                       "Use float64 throughout.")
+            default = (tr("The values are right to ~1e-6 but not to 1e-10: the table seems computed in float32. "
+                          "Use float64 throughout."))
     elif arr is not None and arr.shape == (d_model, max_len):
-        return dict(hint="The table looks transposed: rows are positions (max_len, d_model).")
+        return dict(hint=tr("The table looks transposed: rows are positions (max_len, d_model)."))
     return dict(mistakes=mistakes, hint=default)
 
 
@@ -112,15 +115,16 @@ def test_one_hot_values(student, n, vocab):
     ids = rng(n).integers(0, vocab, size=n)
     got = student.one_hot(ids, vocab)
     assert_matches(got, ref.one_hot(ids, vocab), what=f"one_hot(ids ({n},), vocab_size={vocab})", **EXACT,
-                   mistakes={"The result looks transposed: one row per token, (n, vocab_size).":
+                   mistakes={tr("The result looks transposed: one row per token, (n, vocab_size)."):
                              lambda: ref.one_hot(ids, vocab).T},
-                   hint="Row k is all zeros except a 1 at column ids[k] (slide 20).")
+                   hint=tr("Row k is all zeros except a 1 at column ids[k] (slide 20)."))
 
 
 @pytest.mark.parametrize("ids,vocab", [([0, 4], 4), ([-1, 2], 4), ([7], 3)])
 def test_one_hot_rejects_out_of_range(student, ids, vocab):
     """one_hot raises ValueError for ids outside [0, vocab_size), including -1 (no wrap-around)"""
-    with raises_student(ValueError, what=f"one_hot(ids={ids}, vocab_size={vocab}) with an out-of-range id"):
+    with raises_student(ValueError, what=tr("one_hot(ids={ids}, vocab_size={vocab}) with an out-of-range id",
+                                            ids=ids, vocab=vocab)):
         student.one_hot(np.array(ids), vocab)
 
 
@@ -132,20 +136,21 @@ def test_embed_is_row_lookup(student):
     got = student.embed(ids, E)
     shape = np.shape(as_array(got, what="embed(ids, E)"))
     if shape != (5, 6):
-        raise AssertionError(
-            f"embed(ids (5,), E (11, 6)) has shape {shape}, expected (5, 6): one row of length d = 6 per token. "
-            + ("A length of 11 = vocab_size suggests columns of E (or a one-hot row) instead of the row E[ids[k]]."
-               if 11 in shape else "Token k's vector is the row E[ids[k]] (slide 20)."))
+        raise AssertionError(join([
+            tr("embed(ids (5,), E (11, 6)) has shape {shape}, expected (5, 6): one row of length d = 6 per "
+               "token.", shape=shape),
+            tr("A length of 11 = vocab_size suggests columns of E (or a one-hot row) instead of the row "
+               "E[ids[k]].") if 11 in shape else tr("Token k's vector is the row E[ids[k]] (slide 20).")], sep=" "))
     assert_matches(got, ref.embed(ids, E), what="embed(ids [3, 0, 10, 3, 7], E (11, 6))", **EXACT,
-                   mistakes={"The result looks like columns of E: token k's vector is the row E[ids[k]].":
+                   mistakes={tr("The result looks like columns of E: token k's vector is the row E[ids[k]]."):
                              lambda: E[:, ids[ids < E.shape[1]]].T},
-                   hint="embed(ids, E)[k] = E[ids[k]]: selecting a row is multiplying its one-hot vector by E.")
+                   hint=tr("embed(ids, E)[k] = E[ids[k]]: selecting a row is multiplying its one-hot vector by E."))
 
 
 @pytest.mark.parametrize("ids", [[1, 11], [-1, 0]])
 def test_embed_rejects_out_of_range(student, ids):
     """embed raises ValueError for ids outside [0, vocab_size), like one_hot(ids) @ E would"""
-    with raises_student(ValueError, what=f"embed(ids={ids}, E (11, 4)) with an out-of-range id"):
+    with raises_student(ValueError, what=tr("embed(ids={ids}, E (11, 4)) with an out-of-range id", ids=ids)):
         student.embed(np.array(ids), np.ones((11, 4)))
 
 
@@ -165,9 +170,9 @@ def test_pe_first_rows(student):
     got = student.sinusoidal_positional_encoding(3, 6)
     pe = assert_shape(got, (3, 6), what="sinusoidal_positional_encoding(3, 6)")
     hint = which_mistake(got, **pe_diagnosis(got, 3, 6))
-    assert_close(pe[0], [0, 1, 0, 1, 0, 1], what="row 0 (position 0) of the table", **PE_TOL, hint=hint)
-    assert_close(pe[:, 0], np.sin([0.0, 1.0, 2.0]), what="column 0 of the table", **PE_TOL, hint=hint)
-    assert_close(pe[:, 1], np.cos([0.0, 1.0, 2.0]), what="column 1 of the table", **PE_TOL, hint=hint)
+    assert_close(pe[0], [0, 1, 0, 1, 0, 1], what=tr("row 0 (position 0) of the table"), **PE_TOL, hint=hint)
+    assert_close(pe[:, 0], np.sin([0.0, 1.0, 2.0]), what=tr("column 0 of the table"), **PE_TOL, hint=hint)
+    assert_close(pe[:, 1], np.cos([0.0, 1.0, 2.0]), what=tr("column 1 of the table"), **PE_TOL, hint=hint)
 
 
 def test_pe_float64_precision(student):
@@ -193,19 +198,23 @@ def test_add_pe_values(student, shape):
         except StudentError:
             raise exc from None
         raise AssertionError(
-            f"add_positional_encoding raised {exc.type_name}: {exc.message} for X {shape}, but works on one (n, d) "
-            "sequence: with leading (batch) dimensions, n and d are the last two axes (X.shape[-2:]) and the (n, d) "
-            "table broadcasts over the rest.") from None
+            tr("add_positional_encoding raised {exc_type_name}: {exc_message} for X {shape}, but works on one "
+               "(n, d) sequence: with leading (batch) dimensions, n and d are the last two axes (X.shape[-2:]) "
+               "and the (n, d) table broadcasts over the rest.",
+               exc_type_name=exc.type_name, exc_message=exc.message, shape=shape)) from None
     n, d = shape[-2:]
     expected = ref.add_positional_encoding(X)
-    hint = f"X + PE[:n] with PE = sinusoidal_positional_encoding(n={n}, d={d}), broadcast over leading dimensions."
+    hint = tr("X + PE[:n] with PE = sinusoidal_positional_encoding(n={n}, d={d}), broadcast over leading "
+              "dimensions.", n=n, d=d)
     if np.shape(got) == shape:
         added = (np.asarray(got, dtype=np.float64) - X).reshape(-1, n, d)[0]
-        hint += f" The table you added: {which_mistake(added, **pe_diagnosis(added, n, d))}"
+        hint += tr(" The table you added: {which_mistake_added_pe_d}",
+                   which_mistake_added_pe_d=which_mistake(added, **pe_diagnosis(added, n, d)))
     assert_matches(got, expected, what=f"add_positional_encoding(X {shape})", **PE_TOL, hint=hint, mistakes={
-        "The table seems built from the wrong axes of X: n and d are the last two (X.shape[-2:]); leading "
-        "dimensions such as the batch are kept.": lambda: X + ref.sinusoidal_positional_encoding(*shape[:2])[..., None],
-        "Only the position table came back: add it to X (element-wise, slide 26).":
+        tr("The table seems built from the wrong axes of X: n and d are the last two (X.shape[-2:]); leading "
+           "dimensions such as the batch are kept."):
+            lambda: X + ref.sinusoidal_positional_encoding(*shape[:2])[..., None],
+        tr("Only the position table came back: add it to X (element-wise, slide 26)."):
         lambda: np.broadcast_to(ref.sinusoidal_positional_encoding(n, d), shape),
     })
 
@@ -213,12 +222,15 @@ def test_add_pe_values(student, shape):
 def test_add_pe_distinguishes_word_order(student):
     """after adding positions, "Squatch eats pizza" and "Pizza eats Squatch" give different inputs (slide 27)"""
     E = rng(30).normal(size=(3, 4))          # toy embeddings: 0 = Squatch, 1 = eats, 2 = pizza
-    a = as_array(student.add_positional_encoding(E[[0, 1, 2]]), what="add_positional_encoding(Squatch eats pizza)")
-    b = as_array(student.add_positional_encoding(E[[2, 1, 0]]), what="add_positional_encoding(Pizza eats Squatch)")
-    assert_close(a, ref.add_positional_encoding(E[[0, 1, 2]]), what="add_positional_encoding(Squatch eats pizza)",
+    a = as_array(student.add_positional_encoding(E[[0, 1, 2]]), what=tr("add_positional_encoding(Squatch eats "
+                                                                        "pizza)"))
+    b = as_array(student.add_positional_encoding(E[[2, 1, 0]]), what=tr("add_positional_encoding(Pizza eats "
+                                                                        "Squatch)"))
+    assert_close(a, ref.add_positional_encoding(E[[0, 1, 2]]), what=tr("add_positional_encoding(Squatch eats "
+                                                                       "pizza)"),
                  **PE_TOL)
     assert not np.allclose(a[[2, 1, 0]], b), (
-        "Reordering the words only reordered the rows: the position vectors were not added per position.")
+        tr("Reordering the words only reordered the rows: the position vectors were not added per position."))
 
 
 def test_add_pe_rejects_1d(student):
@@ -229,15 +241,16 @@ def test_add_pe_rejects_1d(student):
 
 # ---------------------------------------------------------------- every size, calls in a row
 
-TOKENS = Axis("n", 3, 8, "one token")
+TOKENS = Axis("n", 3, 8, tr("one token"))
 SIZES = {  # function -> (its sizes, its inputs for given sizes, tolerance)
-    "one_hot": ([TOKENS, Axis("vocab", 4, 9, "a vocabulary of one word")],
+    "one_hot": ([TOKENS, Axis("vocab", 4, 9, tr("a vocabulary of one word"))],
                 lambda g, s: (g.integers(0, s["vocab"], size=s["n"]), s["vocab"]), EXACT),
-    "embed": ([TOKENS, Axis("vocab", 4, 9, "a vocabulary of one word"), Axis("d", 3, 6, "one feature")],
+    "embed": ([TOKENS, Axis("vocab", 4, 9, tr("a vocabulary of one word")), Axis("d", 3, 6, tr("one feature"))],
               lambda g, s: (g.integers(0, s["vocab"], size=s["n"]), g.normal(size=(s["vocab"], s["d"]))), EXACT),
-    "sinusoidal_positional_encoding": ([Axis("max_len", 5, 40, "one position"), Axis("d_model", 6, 17, "one column")],
+    "sinusoidal_positional_encoding": ([Axis("max_len", 5, 40, tr("one position")),
+                                        Axis("d_model", 6, 17, tr("one column"))],
                                        lambda g, s: (s["max_len"], s["d_model"]), PE_TOL),
-    "add_positional_encoding": ([Axis("B", 2, 3, "a batch of one"), TOKENS, Axis("d", 6, 11, "one feature")],
+    "add_positional_encoding": ([Axis("B", 2, 3, tr("a batch of one")), TOKENS, Axis("d", 6, 11, tr("one feature"))],
                                 lambda g, s: (g.normal(size=(s["B"], s["n"], s["d"])),), PE_TOL),
 }
 

@@ -34,6 +34,7 @@ from grader.engine.testing import (
     randomise_norms_and_biases,
     reference,
 )
+from grader.i18n import join, tr
 from grader.sandbox.probes import a05_encoder as probes
 
 STAGE = "a05_encoder"
@@ -73,20 +74,19 @@ def seeded_randn(*shape, seed):
 
 
 CONTRACT_NAMES = (
-    "MultiHeadAttention: w_q, w_k, w_v, w_o (nn.Linear(d_model, d_model)); "
-    "PositionwiseFeedForward: linear1, linear2; EncoderLayer: self_attn, ffn, norm1, norm2; "
-    "Encoder: embedding, layers (and the buffer pe)"
+    tr("MultiHeadAttention: w_q, w_k, w_v, w_o (nn.Linear(d_model, d_model)); PositionwiseFeedForward: linear1, "
+       "linear2; EncoderLayer: self_attn, ffn, norm1, norm2; Encoder: embedding, layers (and the buffer pe)")
 )
 
 
 def _check_load(reply, kind):
     check_weights_loaded(reply, kind, CONTRACT_NAMES,
-                         "; MultiHeadAttention has no parameters besides the four projections")
+                         tr("; MultiHeadAttention has no parameters besides the four projections"))
 
 
 def _tensor(value, what):
-    return probe_tensor(value, what, "forward returns only the output and the attention weights are kept in "
-                                     "self.attn_weights")
+    return probe_tensor(value, what, tr("forward returns only the output and the attention weights are kept in "
+                                        "self.attn_weights"))
 
 
 def _run(student, kind, init, state, calls, *, train=False, seed=0, grad=False):
@@ -96,8 +96,8 @@ def _run(student, kind, init, state, calls, *, train=False, seed=0, grad=False):
     except StudentError as exc:
         if kind == "Encoder" and "Double" in exc.message and "Float" in exc.message:
             raise AssertionError(
-                f"{exc} -- float64 values reached the float32 layers: the buffer pe must be float32 "
-                "(compute the table in float64, then .float() before register_buffer)") from None
+                tr("{exc} -- float64 values reached the float32 layers: the buffer pe must be float32 (compute "
+                   "the table in float64, then .float() before register_buffer)", exc=exc.feedback)) from None
         raise
     _check_load(reply, kind)
     return reply["results"]
@@ -107,28 +107,30 @@ def _weights(result, what):
     w = result["attn_weights"]
     if isinstance(w, dict) and "not_a_tensor" in w:
         raise AssertionError(
-            f"after a forward, {what}.attn_weights is {w['not_a_tensor']}, not a tensor; store the weights "
-            "(B, h, m, n) after the softmax: self.attn_weights = weights.detach()")
+            tr("after a forward, {what}.attn_weights is {w_not_a_tensor}, not a tensor; store the weights (B, h, "
+               "m, n) after the softmax: self.attn_weights = weights.detach()",
+               what=what, w_not_a_tensor=w['not_a_tensor']))
     return w
 
 
 # Wrong variants of attention, computed here to name a student's mistake.
 
 MHA_HINTS = {
-    "sqrt_d_model": "Your scores seem divided by sqrt(d_model); slide 34 divides by sqrt(d_k), the size of one "
-                    "head (d_k = d_model // n_heads).",
-    "no_scale": "Your scores seem not scaled at all; divide Q K^T by sqrt(d_k) before the softmax (slides 5, 34).",
-    "no_transpose": "Your heads seem split with view(B, h, n, d_k), which mixes tokens into heads; split with "
-                    "view(B, n, h, d_k).transpose(1, 2) and merge back with transpose(1, 2).contiguous()"
-                    ".view(B, m, d_model).",
-    "inverted_mask": "Your mask seems inverted: True means the key MAY be attended to (course convention), so put "
-                     "-inf where the mask is False.",
-    "mask_ignored": "Your mask seems to be ignored; put -inf in the blocked scores (mask False) before the softmax, "
-                    "after bringing a (m, n) or (B, m, n) mask to (B, 1, m, n).",
-    "mask_after_softmax": "Your blocked weights seem zeroed after the softmax, so the rows no longer sum to 1; put "
-                          "-inf in the blocked scores before the softmax (slide 35).",
-    "softmax_query_axis": "Your softmax seems to run over the query axis; it must run over the keys, the last axis "
-                          "(dim=-1), so that each query's weights sum to 1 (slide 35).",
+    "sqrt_d_model": tr("Your scores seem divided by sqrt(d_model); slide 34 divides by sqrt(d_k), the size of "
+                       "one head (d_k = d_model // n_heads)."),
+    "no_scale": tr("Your scores seem not scaled at all; divide Q K^T by sqrt(d_k) before the softmax (slides 5, "
+                   "34)."),
+    "no_transpose": tr("Your heads seem split with view(B, h, n, d_k), which mixes tokens into heads; split with "
+                       "view(B, n, h, d_k).transpose(1, 2) and merge back with transpose(1, "
+                       "2).contiguous().view(B, m, d_model)."),
+    "inverted_mask": tr("Your mask seems inverted: True means the key MAY be attended to (course convention), so "
+                        "put -inf where the mask is False."),
+    "mask_ignored": tr("Your mask seems to be ignored; put -inf in the blocked scores (mask False) before the "
+                       "softmax, after bringing a (m, n) or (B, m, n) mask to (B, 1, m, n)."),
+    "mask_after_softmax": tr("Your blocked weights seem zeroed after the softmax, so the rows no longer sum to "
+                             "1; put -inf in the blocked scores before the softmax (slide 35)."),
+    "softmax_query_axis": tr("Your softmax seems to run over the query axis; it must run over the keys, the last "
+                             "axis (dim=-1), so that each query's weights sum to 1 (slide 35)."),
 }
 
 
@@ -168,12 +170,12 @@ def _mha_variant(state, q, k, v, mask, h, variant):
 def _mha_diagnosis(state, q, k, v, mask, h, pick=0, note=""):
     """The wrong variants of attention (output, or weights with ``pick=1``) and the hint when none of them is it,
     each after ``note``: keyword arguments for assert_matches."""
-    mistakes = {note + text: (lambda name=name: _mha_variant(state, q, k, v, mask, h, name)[pick])
+    mistakes = {join([note, text], sep=""): (lambda name=name: _mha_variant(state, q, k, v, mask, h, name)[pick])
                 for name, text in MHA_HINTS.items()}
-    return dict(mistakes=mistakes, hint=note + (
-        "Check, in this order: the projections w_q, w_k, w_v, w_o; the head split view(B, n, h, d_k)"
-        ".transpose(1, 2); scores Q K^T / sqrt(d_k) (slide 34); -inf where the mask is False, before the "
-        "softmax over the keys (dim=-1); the weighted sum of V (slide 36); merging heads and w_o."))
+    return dict(mistakes=mistakes, hint=join([note, (
+        tr("Check, in this order: the projections w_q, w_k, w_v, w_o; the head split view(B, n, h, "
+           "d_k).transpose(1, 2); scores Q K^T / sqrt(d_k) (slide 34); -inf where the mask is False, before the "
+           "softmax over the keys (dim=-1); the weighted sum of V (slide 36); merging heads and w_o."))], sep=""))
 
 
 # ----------------------------------------------------------------------------- padding_mask
@@ -185,16 +187,18 @@ def test_padding_mask(student):
     expected = (ids != 3)[:, None, None, :]
     array = as_array(got, "padding_mask(ids, pad_id=3)")
     if array.shape == (3, 1, 5, 1):
-        raise AssertionError("padding_mask(ids (3, 5), pad_id=3) has shape (3, 1, 5, 1): the mask is on the query "
-                             "axis. It hides keys, so it must be (B, 1, 1, n) and broadcast over heads and queries.")
+        raise AssertionError(tr("padding_mask(ids (3, 5), pad_id=3) has shape (3, 1, 5, 1): the mask is on the "
+                                "query axis. It hides keys, so it must be (B, 1, 1, n) and broadcast over heads "
+                                "and queries."))
     assert_shape(array, (3, 1, 1, 5), "padding_mask(ids (3, 5), pad_id=3)")
     if array.dtype != np.bool_:
-        raise AssertionError(f"padding_mask returned {array.dtype} values; return a boolean tensor (ids != pad_id)")
+        raise AssertionError(tr("padding_mask returned {array_dtype} values; return a boolean tensor (ids != "
+                                "pad_id)", array_dtype=array.dtype))
     if np.array_equal(array, ~expected.numpy()):
-        raise AssertionError("padding_mask is inverted: it must be True at real tokens (may attend) and False at "
-                             "padding (course convention: True = may attend)")
+        raise AssertionError(tr("padding_mask is inverted: it must be True at real tokens (may attend) and False "
+                                "at padding (course convention: True = may attend)"))
     assert_close(array.astype(np.int64), expected.numpy().astype(np.int64), what="padding_mask(ids, pad_id=3)",
-                 hint="True where ids != pad_id (pad_id is an argument, not always 0).")
+                 hint=tr("True where ids != pad_id (pad_id is an argument, not always 0)."))
 
 
 # ----------------------------------------------------------------------------- structure
@@ -218,33 +222,41 @@ def test_submodules_and_parameter_shapes(student):
         missing = sorted(set(want) - set(params))
         extra = sorted(set(params) - set(want))
         if missing or extra:
-            raise AssertionError(
-                f"{kind}({', '.join(f'{k}={v}' for k, v in init.items())}) has parameters that differ from the "
-                f"contract: missing {missing[:6]}, unexpected {extra[:6]}. Contract: {CONTRACT_NAMES}"
-                + ("; bias=False must give nn.Linear(..., bias=False) projections" if "bias" in init else ""))
+            differs = tr("{kind}({init}) has parameters that differ from the contract: missing {missing}, "
+                         "unexpected {extra}. Contract: {contract}",
+                         kind=kind, init=", ".join(f"{k}={v}" for k, v in init.items()), missing=missing[:6],
+                         extra=extra[:6], contract=CONTRACT_NAMES)
+            bias = tr("; bias=False must give nn.Linear(..., bias=False) projections") if "bias" in init else ""
+            raise AssertionError(join([differs, bias], sep=""))
         for name, shape in want.items():
             if params[name] != shape:
-                raise AssertionError(f"{kind}: parameter {name} has shape {tuple(params[name])}, the contract's is "
-                                     f"{tuple(shape)}")
+                raise AssertionError(tr("{kind}: parameter {name} has shape {tuple_params_name}, the contract's "
+                                        "is {tuple_shape}",
+                                        kind=kind, name=name, tuple_params_name=tuple(params[name]),
+                                        tuple_shape=tuple(shape)))
         if kind == "EncoderLayer":
             for sub, typ in [("self_attn", "MultiHeadAttention"), ("ffn", "PositionwiseFeedForward"),
                              ("norm1", "LayerNorm"), ("norm2", "LayerNorm")]:
                 if got["modules"].get(sub) != typ:
-                    raise AssertionError(f"EncoderLayer.{sub} should be a {typ}, found {got['modules'].get(sub)}")
+                    raise AssertionError(tr("EncoderLayer.{sub} should be a {typ}, found {got_modules_get_sub}",
+                                            sub=sub, typ=typ, got_modules_get_sub=got['modules'].get(sub)))
             if "dropout" not in got["modules"]:
-                raise AssertionError("EncoderLayer has no submodule `dropout` (nn.Dropout applied to each sub-layer "
-                                     "output before the residual addition)")
+                raise AssertionError(tr("EncoderLayer has no submodule `dropout` (nn.Dropout applied to each "
+                                        "sub-layer output before the residual addition)"))
         if kind == "Encoder":
             if got["attrs"].get("pad_id") != 2:
-                raise AssertionError(f"Encoder(pad_id=2).pad_id is {got['attrs'].get('pad_id')!r}, expected 2")
+                raise AssertionError(tr("Encoder(pad_id=2).pad_id is {got_attrs_get_pad_id}, expected 2",
+                                        got_attrs_get_pad_id=f"{got['attrs'].get('pad_id')!r}"))
             if got["attrs"].get("embedding_padding_idx") != 2:
-                raise AssertionError("Encoder(pad_id=2).embedding should be nn.Embedding(..., padding_idx=pad_id); "
-                                     f"its padding_idx is {got['attrs'].get('embedding_padding_idx')!r}")
+                raise AssertionError(tr("Encoder(pad_id=2).embedding should be nn.Embedding(..., "
+                                        "padding_idx=pad_id); its padding_idx is {got_attrs_get_embedding}",
+                                        got_attrs_get_embedding=f"{got['attrs'].get('embedding_padding_idx')!r}"))
             if "pe" not in got["buffers"]:
-                raise AssertionError("Encoder has no buffer `pe`; store the sinusoidal table with "
-                                     "self.register_buffer('pe', table) so it moves with the model but is not trained")
+                raise AssertionError(tr("Encoder has no buffer `pe`; store the sinusoidal table with "
+                                        "self.register_buffer('pe', table) so it moves with the model but is not "
+                                        "trained"))
             if got["modules"].get("layers") != "ModuleList" or got["modules"].get("layers.1") != "EncoderLayer":
-                raise AssertionError("Encoder.layers should be an nn.ModuleList of n_layers EncoderLayer")
+                raise AssertionError(tr("Encoder.layers should be an nn.ModuleList of n_layers EncoderLayer"))
 
 
 # ----------------------------------------------------------------------------- attention values
@@ -285,15 +297,16 @@ def test_attention_matches_reference(student, mask_kind):
         want = ref_model(q, k, v, mask)
     want_w = ref_model.attn_weights
     results = _run(student, "MultiHeadAttention", init, state, [{"args": [q, k, v, mask]}])
-    what = f"MultiHeadAttention({d}, {h}) on query (3, 5, 16), key/value (3, 7, 16), {mask_kind.replace('_', ' ')}"
+    what = tr("MultiHeadAttention({d}, {h}) on query (3, 5, 16), key/value (3, 7, 16), {mask_kind_replace}",
+              d=d, h=h, mask_kind_replace=mask_kind.replace('_', ' '))
     got = _tensor(results[0]["out"], what)
-    note = ("Query rows whose keys are all masked must get zero weights and a zero context (the output is then "
-            "w_o's bias), never NaN. " if mask_kind == "fully_masked_rows" else "")
+    note = (tr("Query rows whose keys are all masked must get zero weights and a zero context (the output is "
+               "then w_o's bias), never NaN. ") if mask_kind == "fully_masked_rows" else "")
     assert_matches(got, want, what=what, atol=ATOL, rtol=RTOL, **MATCH,
                    **_mha_diagnosis(state, q, k, v, mask, h, note=note))
     w = _weights(results[0], "MultiHeadAttention")
-    got_w = assert_shape(w["value"], (B, h, m, n), f"attn_weights after {what}")
-    assert_matches(got_w, want_w, what=f"attn_weights after {what}", atol=ATOL, rtol=RTOL, **MATCH,
+    got_w = assert_shape(w["value"], (B, h, m, n), tr("attn_weights after {what}", what=what))
+    assert_matches(got_w, want_w, what=tr("attn_weights after {what}", what=what), atol=ATOL, rtol=RTOL, **MATCH,
                    **_mha_diagnosis(state, q, k, v, mask, h, pick=1))
 
 
@@ -308,18 +321,19 @@ def test_attention_weights_rows_sum_to_one(student):
     want_w = ref_model.attn_weights
     results = _run(student, "MultiHeadAttention", init, state, [{"args": [q, kv, kv]}], train=True, grad=True)
     w = _weights(results[0], "MultiHeadAttention")
-    got = assert_shape(w["value"], (B, h, m, n), "attn_weights (train mode, dropout=0.5)")
+    got = assert_shape(w["value"], (B, h, m, n), tr("attn_weights (train mode, dropout=0.5)"))
     if w["requires_grad"]:
-        raise AssertionError("self.attn_weights still requires grad: store weights.detach() so that keeping it "
-                             "does not hold the autograd graph")
+        raise AssertionError(tr("self.attn_weights still requires grad: store weights.detach() so that keeping "
+                                "it does not hold the autograd graph"))
     sums = got.sum(-1)
     if not np.allclose(sums, 1.0, atol=1e-5):
         raise AssertionError(
-            f"in train mode with dropout=0.5 the rows of attn_weights sum to {sums.min():.3f}..{sums.max():.3f}, "
-            "not 1: store the weights after the softmax and BEFORE dropout (dropout is applied to the weights "
-            "used for the weighted sum only)")
-    assert_close(got, want_w, what="attn_weights in train mode", atol=ATOL, rtol=RTOL,
-                 hint="attn_weights are the softmax of the scaled, masked scores, identical in train and eval mode.")
+            tr("in train mode with dropout=0.5 the rows of attn_weights sum to {sums_min}..{sums_max}, not 1: "
+               "store the weights after the softmax and BEFORE dropout (dropout is applied to the weights used "
+               "for the weighted sum only)", sums_min=f"{sums.min():.3f}", sums_max=f"{sums.max():.3f}"))
+    assert_close(got, want_w, what=tr("attn_weights in train mode"), atol=ATOL, rtol=RTOL,
+                 hint=tr("attn_weights are the softmax of the scaled, masked scores, identical in train and eval "
+                         "mode."))
 
 
 def test_fully_masked_rows_zero_not_nan(student):
@@ -332,27 +346,31 @@ def test_fully_masked_rows_zero_not_nan(student):
     mask[1, 3] = False  # query 3 of sample 1 may look at nothing
     mask[0, :, 2] = False
     results = _run(student, "MultiHeadAttention", init, state, [{"args": [x, x, x, mask]}])
-    out = _tensor(results[0]["out"], "MultiHeadAttention with a fully masked query row")
+    out = _tensor(results[0]["out"], tr("MultiHeadAttention with a fully masked query row"))
     if np.isnan(out).any():
         raise AssertionError(
-            "a query row whose keys are all masked gives NaN: softmax of a row of -inf is 0/0. Give such rows zero "
-            "weights (e.g. fill them after the softmax where the mask row has no True) so their context is zero")
-    assert_close(out[1, 3], state["w_o.bias"], what="output of the fully masked query (sample 1, query 3)",
-                 atol=ATOL, rtol=RTOL, hint="Zero weights give a zero context, so the output is only w_o's bias.")
+            tr("a query row whose keys are all masked gives NaN: softmax of a row of -inf is 0/0. Give such rows "
+               "zero weights (e.g. fill them after the softmax where the mask row has no True) so their context "
+               "is zero"))
+    assert_close(out[1, 3], state["w_o.bias"], what=tr("output of the fully masked query (sample 1, query 3)"),
+                 atol=ATOL, rtol=RTOL, hint=tr("Zero weights give a zero context, so the output is only w_o's "
+                                               "bias."))
     w = _weights(results[0], "MultiHeadAttention")["value"]
-    assert_close(as_array(w)[1, :, 3], np.zeros((h, n)), what="attn_weights[1, :, 3] of the fully masked query",
+    assert_close(as_array(w)[1, :, 3], np.zeros((h, n)), what=tr("attn_weights[1, :, 3] of the fully masked query"),
                  atol=0, rtol=0)
     reply = student.probe("gradients", kind="MultiHeadAttention", init=init, state_dict=state, args=[x, x, x, mask])
     _check_load(reply, "MultiHeadAttention")
     for i, g in enumerate(reply.get("inputs", [])[:3]):
         if g is not None and not np.isfinite(as_array(g)).all():
             raise AssertionError(
-                f"the gradient w.r.t. input {['query', 'key', 'value'][i]} contains NaN/inf when a query row is fully "
-                "masked: a NaN made in the forward pass (0/0) leaks into backward even if you overwrite it later. "
-                "Keep the masked row finite before the softmax, then zero its weights")
+                tr("the gradient w.r.t. input {query_key_value_i} contains NaN/inf when a query row is fully "
+                   "masked: a NaN made in the forward pass (0/0) leaks into backward even if you overwrite it "
+                   "later. Keep the masked row finite before the softmax, then zero its weights",
+                   query_key_value_i=['query', 'key', 'value'][i]))
     for name, g in reply.get("params", {}).items():
         if g is not None and not np.isfinite(as_array(g)).all():
-            raise AssertionError(f"the gradient of {name} contains NaN/inf when a query row is fully masked")
+            raise AssertionError(tr("the gradient of {name} contains NaN/inf when a query row is fully masked",
+                                    name=name))
 
 
 def test_attention_dropout_on_weights(student):
@@ -369,28 +387,29 @@ def test_attention_dropout_on_weights(student):
     kv_keys = seeded_randn(B, n, d, seed=13)
     value = c.expand(B, n, d).clone()  # every value row is c: any mix of values is c * (sum of weights)
     results = _run(student, "MultiHeadAttention", init, state, [{"args": [q, kv_keys, value]}], train=True, seed=3)
-    out = _tensor(results[0]["out"], "MultiHeadAttention in train mode")
+    out = _tensor(results[0]["out"], tr("MultiHeadAttention in train mode"))
     ratio = (out / c.numpy()).reshape(B, m, h, d_k)  # per head: the sum of the dropped weights of that query
     spread = np.abs(ratio - ratio[..., :1]).max()
     if spread > 1e-4:
         raise AssertionError(
-            "in train mode the output is not a mix of the values with dropped weights: within one head, every "
-            f"feature of the output should be scaled by the same factor (spread {spread:.3g}). Apply dropout to the "
-            "attention weights (B, h, m, n) before multiplying by V, not to the context or the output")
+            tr("in train mode the output is not a mix of the values with dropped weights: within one head, every "
+               "feature of the output should be scaled by the same factor (spread {spread}). Apply dropout to "
+               "the attention weights (B, h, m, n) before multiplying by V, not to the context or the output",
+               spread=f"{spread:.3g}"))
     factors = ratio[..., 0]
     if np.allclose(factors, 1.0, atol=1e-5):
-        raise AssertionError("MultiHeadAttention(dropout=0.5) in train mode does not drop any attention weight; "
-                             "apply self.dropout to the weights (it is active in train mode only)")
+        raise AssertionError(tr("MultiHeadAttention(dropout=0.5) in train mode does not drop any attention "
+                                "weight; apply self.dropout to the weights (it is active in train mode only)"))
 
 
 # ----------------------------------------------------------------------------- feed-forward and layer
 
 FFN_HINTS = {
-    "gelu_tanh": "Your GELU seems to be the tanh approximation; the contract uses the exact erf form "
-                 "(nn.GELU() / F.gelu with the default approximate='none').",
-    "relu": "Your feed-forward seems to apply ReLU although activation='gelu' was asked.",
-    "gelu": "Your feed-forward seems to apply GELU although activation='relu' was asked.",
-    "no_activation": "Your feed-forward seems to have no activation between linear1 and linear2.",
+    "gelu_tanh": tr("Your GELU seems to be the tanh approximation; the contract uses the exact erf form "
+                    "(nn.GELU() / F.gelu with the default approximate='none')."),
+    "relu": tr("Your feed-forward seems to apply ReLU although activation='gelu' was asked."),
+    "gelu": tr("Your feed-forward seems to apply GELU although activation='relu' was asked."),
+    "no_activation": tr("Your feed-forward seems to have no activation between linear1 and linear2."),
 }
 
 
@@ -412,21 +431,22 @@ def test_feed_forward_matches_reference(student, activation):
         mistakes = {FFN_HINTS[k]: ref_model.linear2(a) for k, a in acts.items()}
     assert_matches(got, want, what=f"PositionwiseFeedForward(12, 30, activation={activation!r})", atol=ATOL,
                    rtol=RTOL, **MATCH, mistakes=mistakes,
-                   hint="linear1 -> activation -> dropout -> linear2, applied to every token.")
+                   hint=tr("linear1 -> activation -> dropout -> linear2, applied to every token."))
 
 
 LAYER_HINTS = {
-    "pre_ln": "Your layer seems pre-LN (x + sublayer(norm(x))); the contract is post-LN as in the original "
-              "Transformer: x = norm1(x + dropout(self_attn(x))), then x = norm2(x + dropout(ffn(x))) (slide 40, "
-              "Add & Norm).",
-    "no_residual": "Your layer seems to have no residual connections; add the sub-layer's input to its output "
-                   "before each LayerNorm (slide 39).",
-    "no_attn_residual": "The residual connection around self-attention seems missing: norm1(x + self_attn(x)) "
-                        "(slide 39).",
-    "no_ffn_residual": "The residual connection around the feed-forward network seems missing: norm2(x + ffn(x)) "
-                       "(slide 39).",
-    "norms_swapped": "norm1 and norm2 seem swapped: norm1 follows self-attention, norm2 the feed-forward network.",
-    "mask_ignored": "Your layer seems to ignore the mask; pass it to self_attn(x, x, x, mask).",
+    "pre_ln": tr("Your layer seems pre-LN (x + sublayer(norm(x))); the contract is post-LN as in the original "
+                 "Transformer: x = norm1(x + dropout(self_attn(x))), then x = norm2(x + dropout(ffn(x))) (slide "
+                 "40, Add & Norm)."),
+    "no_residual": tr("Your layer seems to have no residual connections; add the sub-layer's input to its output "
+                      "before each LayerNorm (slide 39)."),
+    "no_attn_residual": tr("The residual connection around self-attention seems missing: norm1(x + self_attn(x)) "
+                           "(slide 39)."),
+    "no_ffn_residual": tr("The residual connection around the feed-forward network seems missing: norm2(x + "
+                          "ffn(x)) (slide 39)."),
+    "norms_swapped": tr("norm1 and norm2 seem swapped: norm1 follows self-attention, norm2 the feed-forward "
+                        "network."),
+    "mask_ignored": tr("Your layer seems to ignore the mask; pass it to self_attn(x, x, x, mask)."),
 }
 
 
@@ -471,9 +491,9 @@ def test_encoder_layer_matches_reference(student, case):
     what = f"EncoderLayer({d}, {h}, 40, activation={activation!r}) with {case.split('_', 1)[1].replace('_', ' ')}"
     got = _tensor(results[0]["out"], what)
     assert_matches(got, want, what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes=mistakes, hint=(
-        "If MultiHeadAttention and PositionwiseFeedForward pass their tests, check the order: "
-        "x = norm1(x + dropout(self_attn(x, x, x, mask))); x = norm2(x + dropout(ffn(x))); and that "
-        "layer_norm_eps reaches both nn.LayerNorm."))
+        tr("If MultiHeadAttention and PositionwiseFeedForward pass their tests, check the order: x = norm1(x + "
+           "dropout(self_attn(x, x, x, mask))); x = norm2(x + dropout(ffn(x))); and that layer_norm_eps reaches "
+           "both nn.LayerNorm.")))
 
 
 def test_encoder_layer_permutation_equivariant(student):
@@ -485,11 +505,12 @@ def test_encoder_layer_permutation_equivariant(student):
     results = _run(student, "EncoderLayer", init, state, [{"args": [x]}, {"args": [x[:, perm]]}])
     a = _tensor(results[0]["out"], "EncoderLayer(x)")
     b = _tensor(results[1]["out"], "EncoderLayer(x[:, perm])")
-    assert_close(b, a[:, perm.numpy()], what="EncoderLayer(x[:, perm]) compared with EncoderLayer(x)[:, perm]",
+    assert_close(b, a[:, perm.numpy()], what=tr("EncoderLayer(x[:, perm]) compared with EncoderLayer(x)[:, perm]"),
                  atol=ATOL, rtol=RTOL,
-                 hint="Self-attention without positional encoding treats tokens as a set (slide 21): something in "
-                      "your layer depends on the token index, e.g. heads split with view(B, h, n, d_k) instead of "
-                      "view(B, n, h, d_k).transpose(1, 2), or a loop that handles tokens differently.")
+                 hint=tr("Self-attention without positional encoding treats tokens as a set (slide 21): "
+                         "something in your layer depends on the token index, e.g. heads split with view(B, h, "
+                         "n, d_k) instead of view(B, n, h, d_k).transpose(1, 2), or a loop that handles tokens "
+                         "differently."))
 
 
 def test_padding_never_changes_real_tokens(student):
@@ -502,13 +523,15 @@ def test_padding_never_changes_real_tokens(student):
     reply = student.probe("padding_invariance", kind="EncoderLayer", init=init, state_dict=state, x=x,
                           mask=real[:, None, None, :], real=real)
     _check_load(reply, "EncoderLayer")
-    a = _tensor(reply["outs"][0], "EncoderLayer with a padding mask")
-    b = _tensor(reply["outs"][1], "EncoderLayer with a padding mask")
+    a = _tensor(reply["outs"][0], tr("EncoderLayer with a padding mask"))
+    b = _tensor(reply["outs"][1], tr("EncoderLayer with a padding mask"))
     r = real.numpy()
-    assert_close(b[r], a[r], what="EncoderLayer outputs at real tokens after changing the padded tokens' inputs",
+    assert_close(b[r], a[r], what=tr("EncoderLayer outputs at real tokens after changing the padded tokens' "
+                                     "inputs"),
                  atol=ATOL, rtol=RTOL,
-                 hint="A padding mask (B, 1, 1, n) hides padded KEYS from every query; it must reach self_attn and "
-                      "block those scores with -inf before the softmax (mask on the key axis, last dim).")
+                 hint=tr("A padding mask (B, 1, 1, n) hides padded KEYS from every query; it must reach "
+                         "self_attn and block those scores with -inf before the softmax (mask on the key axis, "
+                         "last dim)."))
     # Encoder: appending more padding leaves the real tokens' outputs unchanged (default mask = padding_mask)
     enc_init = {"vocab_size": 20, "d_model": d, "n_heads": h, "d_ff": 32, "n_layers": 2, "max_len": 16, "pad_id": 1}
     _, enc_state = _make("Encoder", enc_init, seed=52)
@@ -516,26 +539,26 @@ def test_padding_never_changes_real_tokens(student):
     longer = torch.cat([ids, torch.ones(2, 4, dtype=torch.long)], dim=1)
     results = _run(student, "Encoder", enc_init, enc_state, [{"args": [ids]}, {"args": [longer]}])
     a = _tensor(results[0]["out"], "Encoder(src_ids)")
-    b = _tensor(results[1]["out"], "Encoder(src_ids + 4 more pad tokens)")
+    b = _tensor(results[1]["out"], tr("Encoder(src_ids + 4 more pad tokens)"))
     r = (ids != 1).numpy()
-    assert_close(b[:, :6][r], a[r], what="Encoder outputs at real tokens after appending pad tokens",
+    assert_close(b[:, :6][r], a[r], what=tr("Encoder outputs at real tokens after appending pad tokens"),
                  atol=ATOL, rtol=RTOL,
-                 hint="With src_mask=None the Encoder must build padding_mask(src_ids, self.pad_id) (True at real "
-                      "tokens, shape (B, 1, 1, n)) and pass it to every layer.")
+                 hint=tr("With src_mask=None the Encoder must build padding_mask(src_ids, self.pad_id) (True at "
+                         "real tokens, shape (B, 1, 1, n)) and pass it to every layer."))
 
 
 # ----------------------------------------------------------------------------- encoder
 
 ENCODER_HINTS = {
-    "unscaled_embedding": "Your embeddings seem not multiplied by sqrt(d_model) before adding the positional "
-                          "encoding (the original Transformer scales them).",
-    "no_pe": "The positional encoding seems not added: x = embedding(ids) * sqrt(d_model) + pe[:n] (slide 26).",
-    "no_default_mask": "With src_mask=None your Encoder seems not to mask the padding; use "
-                       "padding_mask(src_ids, self.pad_id).",
-    "query_axis_mask": "The padding mask seems applied on the query axis (B, 1, n, 1); it must hide keys: "
-                       "(B, 1, 1, n).",
-    "pe_not_interleaved": "Your positional encoding seems to put all sines first and all cosines after; the contract "
-                          "interleaves them: PE[p, 2i] = sin, PE[p, 2i+1] = cos (slide 22).",
+    "unscaled_embedding": tr("Your embeddings seem not multiplied by sqrt(d_model) before adding the positional "
+                             "encoding (the original Transformer scales them)."),
+    "no_pe": tr("The positional encoding seems not added: x = embedding(ids) * sqrt(d_model) + pe[:n] (slide 26)."),
+    "no_default_mask": tr("With src_mask=None your Encoder seems not to mask the padding; use "
+                          "padding_mask(src_ids, self.pad_id)."),
+    "query_axis_mask": tr("The padding mask seems applied on the query axis (B, 1, n, 1); it must hide keys: (B, "
+                          "1, 1, n)."),
+    "pe_not_interleaved": tr("Your positional encoding seems to put all sines first and all cosines after; the "
+                             "contract interleaves them: PE[p, 2i] = sin, PE[p, 2i+1] = cos (slide 22)."),
 }
 
 
@@ -571,8 +594,8 @@ def test_encoder_matches_reference(student, case):
     what = f"Encoder(vocab 23, d_model 16, 4 heads, 2 layers, pad_id=1) with {case.replace('_', ' ')}"
     got = _tensor(results[0]["out"], what)
     assert_matches(got, want, what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes=mistakes, hint=(
-        "x = dropout(embedding(ids) * sqrt(d_model) + pe[:n]); then every layer with the mask "
-        "(padding_mask(src_ids, pad_id) when src_mask is None)."))
+        tr("x = dropout(embedding(ids) * sqrt(d_model) + pe[:n]); then every layer with the mask "
+           "(padding_mask(src_ids, pad_id) when src_mask is None).")))
 
 
 def _exact_pe(max_len, d_model):
@@ -586,8 +609,8 @@ def _pe_of(student, max_len, d_model):
     init = {"vocab_size": 10, "d_model": d_model, "n_heads": 2, "d_ff": 8, "n_layers": 1, "max_len": max_len}
     got = student.probe("structure", kind="Encoder", init=init)
     if "pe" not in got:
-        raise AssertionError("Encoder has no tensor attribute `pe`; register the sinusoidal table with "
-                             "self.register_buffer('pe', table)  # (max_len, d_model), float32")
+        raise AssertionError(tr("Encoder has no tensor attribute `pe`; register the sinusoidal table with "
+                                "self.register_buffer('pe', table)  # (max_len, d_model), float32"))
     return got
 
 
@@ -597,16 +620,16 @@ def _pe_diagnosis(pe, exact):
     swapped = exact.copy()
     swapped[:, 0::2], swapped[:, 1::2] = exact[:, 1::2], exact[:, 0::2]
     mistakes = {
-        "The sines and cosines are not interleaved: PE[p, 2i] = sin, PE[p, 2i+1] = cos (slide 22).":
+        tr("The sines and cosines are not interleaved: PE[p, 2i] = sin, PE[p, 2i+1] = cos (slide 22)."):
         np.concatenate([exact[:, 0::2], exact[:, 1::2]], axis=1),
-        "sin and cos are swapped: even columns are sin, odd columns cos.": swapped,
+        tr("sin and cos are swapped: even columns are sin, odd columns cos."): swapped,
     }
     hint = "PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(p / 10000^(2i/d_model)) (slide 22)."
     err = np.abs(pe - exact).max() if pe.shape == exact.shape else np.inf
     if err < 1e-3:
-        hint = (f"The table is off by up to {err:.1e}: it seems computed in float32 arithmetic, which loses the "
-                "angle p / 10000^(2i/d) at large p. Compute it in float64, as in stage 4, and convert once with "
-                ".float().")
+        hint = (tr("The table is off by up to {err}: it seems computed in float32 arithmetic, which loses the "
+                   "angle p / 10000^(2i/d) at large p. Compute it in float64, as in stage 4, and convert once "
+                   "with .float().", err=f"{err:.1e}"))
     return dict(mistakes=mistakes, hint=hint, match_atol=1e-5, match_rtol=1e-5)
 
 
@@ -614,9 +637,9 @@ def test_pe_buffer(student):
     """pe buffer: (max_len, d_model), float32, interleaved sin/cos"""
     got = _pe_of(student, 64, 32)
     if got["pe_dtype"] != "float32":
-        raise AssertionError(f"Encoder.pe has dtype {got['pe_dtype']}; the contract asks for float32 (a float64 "
-                             "buffer turns the embeddings into float64 and no longer matches the float32 weights): "
-                             "compute in float64, then .float()")
+        raise AssertionError(tr("Encoder.pe has dtype {got_pe_dtype}; the contract asks for float32 (a float64 "
+                                "buffer turns the embeddings into float64 and no longer matches the float32 "
+                                "weights): compute in float64, then .float()", got_pe_dtype=got['pe_dtype']))
     pe = assert_shape(got["pe"], (64, 32), "Encoder(max_len=64, d_model=32).pe")
     exact = _exact_pe(64, 32)
     # float32 arithmetic at positions < 64 stays within ~5e-6 of the exact table: only formula mistakes exceed 1e-5
@@ -661,22 +684,25 @@ def test_gradients_reach_every_parameter(student, case):
     if isinstance(reply.get("out"), dict):
         _tensor(reply["out"], f"{kind}.forward")
     if reply.get("out_requires_grad") is False:
-        raise AssertionError(f"the output of {kind} does not require grad: the forward pass is cut from the "
-                             "parameters (torch.no_grad(), .detach() or .data on the way?)")
+        raise AssertionError(tr("the output of {kind} does not require grad: the forward pass is cut from the "
+                                "parameters (torch.no_grad(), .detach() or .data on the way?)", kind=kind))
     for name, p in ref_model.named_parameters():
         g = reply["params"].get(name)
         if g is None:
             raise AssertionError(
-                f"no gradient reached {name}: it is not used in forward, or the path is cut (a .detach(), "
-                "torch.no_grad() or .data; e.g. computing the context from the detached self.attn_weights)")
-        hint = ("The forward values are right when the value tests pass; a different gradient means "
-                "part of the computation is detached or done outside autograd.")
+                tr("no gradient reached {name}: it is not used in forward, or the path is cut (a .detach(), "
+                   "torch.no_grad() or .data; e.g. computing the context from the detached self.attn_weights)",
+                   name=name))
+        hint = (tr("The forward values are right when the value tests pass; a different gradient means part of "
+                   "the computation is detached or done outside autograd."))
         if name == "embedding.weight":
-            g_arr = as_array(g, f"the gradient of {name}")
+            g_arr = as_array(g, tr("the gradient of {name}", name=name))
             if g_arr.shape == tuple(p.grad.shape) and np.abs(g_arr[init["pad_id"]]).max() > 0:
-                hint = ("The padding token's embedding row receives a gradient: create the embedding with "
-                        "nn.Embedding(vocab_size, d_model, padding_idx=pad_id), which keeps that row fixed (at zero).")
-        assert_close(g, p.grad, what=f"the gradient of {name} ({kind})", atol=1e-4, rtol=1e-3, hint=hint)
+                hint = (tr("The padding token's embedding row receives a gradient: create the embedding with "
+                           "nn.Embedding(vocab_size, d_model, padding_idx=pad_id), which keeps that row fixed "
+                           "(at zero)."))
+        assert_close(g, p.grad, what=tr("the gradient of {name} ({kind})", name=name, kind=kind), atol=1e-4, rtol=1e-3,
+                     hint=hint)
 
 
 def test_eval_deterministic_and_dropout_in_train(student):
@@ -688,17 +714,19 @@ def test_eval_deterministic_and_dropout_in_train(student):
     with torch.no_grad():
         want = ref_model(ids)
     ev = _run(student, "Encoder", init, state, [{"args": [ids]}, {"args": [ids]}], train=False)
-    a, b = _tensor(ev[0]["out"], "Encoder in eval mode"), _tensor(ev[1]["out"], "Encoder in eval mode")
-    assert_close(b, a, what="two eval-mode calls of Encoder(dropout=0.3)", atol=0, rtol=0,
-                 hint="In eval mode nothing may be random: use nn.Dropout modules (or F.dropout(..., "
-                      "training=self.training)), which are switched off by model.eval().")
-    assert_close(a, want, what="Encoder(dropout=0.3) in eval mode", atol=ATOL, rtol=RTOL,
-                 hint="In eval mode dropout must do nothing; the output must equal the dropout-free computation.")
-    tr = _run(student, "Encoder", init, state, [{"args": [ids]}, {"args": [ids]}], train=True)
-    c, d = _tensor(tr[0]["out"], "Encoder in train mode"), _tensor(tr[1]["out"], "Encoder in train mode")
+    a, b = _tensor(ev[0]["out"], tr("Encoder in eval mode")), _tensor(ev[1]["out"], tr("Encoder in eval mode"))
+    assert_close(b, a, what=tr("two eval-mode calls of Encoder(dropout=0.3)"), atol=0, rtol=0,
+                 hint=tr("In eval mode nothing may be random: use nn.Dropout modules (or F.dropout(..., "
+                         "training=self.training)), which are switched off by model.eval()."))
+    assert_close(a, want, what=tr("Encoder(dropout=0.3) in eval mode"), atol=ATOL, rtol=RTOL,
+                 hint=tr("In eval mode dropout must do nothing; the output must equal the dropout-free "
+                         "computation."))
+    trained = _run(student, "Encoder", init, state, [{"args": [ids]}, {"args": [ids]}], train=True)
+    c, d = (_tensor(trained[i]["out"], tr("Encoder in train mode")) for i in (0, 1))
     if np.allclose(c, d, atol=1e-6) or np.allclose(c, a, atol=1e-6):
-        raise AssertionError("Encoder(dropout=0.3) gives the same output in train mode as in eval mode: dropout is "
-                             "not applied (pass dropout to the embeddings' nn.Dropout and to every EncoderLayer)")
+        raise AssertionError(tr("Encoder(dropout=0.3) gives the same output in train mode as in eval mode: "
+                                "dropout is not applied (pass dropout to the embeddings' nn.Dropout and to every "
+                                "EncoderLayer)"))
 
 
 # ----------------------------------------------------------------------------- errors
@@ -729,9 +757,10 @@ def test_value_errors(student, case):
         calls, what = [{"args": [x[0], kv, kv]}], "MultiHeadAttention(16, 4) with a 2-D query (5, 16)"
     elif what_kind == "key_d":
         k12 = seeded_randn(2, 7, 12, seed=92)
-        calls, what = [{"args": [x, k12, k12]}], "MultiHeadAttention(16, 4) with key/value (2, 7, 12)"
+        calls, what = [{"args": [x, k12, k12]}], tr("MultiHeadAttention(16, 4) with key/value (2, 7, 12)")
     elif what_kind == "kv_len":
-        calls, what = [{"args": [x, kv, kv[:, :6]]}], "MultiHeadAttention(16, 4) with key (2, 7, 16), value (2, 6, 16)"
+        calls, what = [{"args": [x, kv, kv[:, :6]]}], tr("MultiHeadAttention(16, 4) with key (2, 7, 16), value "
+                                                         "(2, 6, 16)")
     elif what_kind == "mask":
         calls = [{"args": [x, kv, kv, torch.ones(2, 9, 7, dtype=torch.bool)]}]
         what = "MultiHeadAttention(16, 4) on m=5, n=7 with a mask (2, 9, 7)"
@@ -742,9 +771,9 @@ def test_value_errors(student, case):
         kind = "Encoder"
         init = {"vocab_size": 10, "d_model": 16, "n_heads": 4, "d_ff": 8, "n_layers": 1, "max_len": 16}
         calls = [{"args": [torch.ones(2, 3, 4, dtype=torch.long)]}]
-        what = "Encoder.forward with src_ids of shape (2, 3, 4)"
+        what = tr("Encoder.forward with src_ids of shape (2, 3, 4)")
     else:
-        calls, what = None, "padding_mask(ids of shape (4,), 0)"
+        calls, what = None, tr("padding_mask(ids of shape (4,), 0)")
     try:
         if calls is None:
             student.padding_mask(torch.tensor([1, 2, 0, 0]), 0)
@@ -753,15 +782,20 @@ def test_value_errors(student, case):
             _check_load(reply, kind)
     except StudentError as exc:
         if exc.kind != "error" or "ValueError" not in exc.mro_names:
-            raise AssertionError(f"{what} should raise ValueError (with a message naming the shapes), but raised "
-                                 f"{exc.type_name}: {exc.message[:300]}") from None
+            raise AssertionError(tr("{what} should raise ValueError (with a message naming the shapes), but "
+                                    "raised {exc_type_name}: {exc_message_300}",
+                                    what=what, exc_type_name=exc.type_name,
+                                    exc_message_300=exc.message[:300])) from None
         if not any(re.search(rf"(?<!\d){n}(?!\d)", exc.message) for n in numbers):
-            raise AssertionError(f"{what} raised ValueError({exc.message[:200]!r}); the message should name the "
-                                 f"shapes or sizes involved (e.g. {', '.join(numbers)}) so the caller can see what "
-                                 "is wrong") from None
+            raise AssertionError(tr("{what} raised ValueError({exc_message_200}); the message should name the "
+                                    "shapes or sizes involved (e.g. {join_numbers}) so the caller can see what "
+                                    "is wrong",
+                                    what=what, exc_message_200=f"{exc.message[:200]!r}",
+                                    join_numbers=', '.join(numbers))) from None
         return
-    raise AssertionError(f"{what} should raise ValueError naming the shapes, but returned normally"
-                         + ("; check d_model % n_heads == 0 in __init__" if case.startswith("n_heads") else ""))
+    raise AssertionError(join([tr("{what} should raise ValueError naming the shapes, but returned normally",
+                                  what=what),
+                               tr("check d_model % n_heads == 0 in __init__") if case.startswith("n_heads") else ""]))
 
 
 # ----------------------------------------------------------------------------- API and speed
@@ -818,16 +852,17 @@ def test_vectorised(student):
     ratio = (took / reply["baseline_seconds"]) * (best["yardstick"] / best["ref"])
     if ratio > 10:
         raise AssertionError(
-            f"MultiHeadAttention on (8, 32, 32) with 8 heads took {took * 1e3:.1f} ms, about {ratio:.0f}x the "
-            "reference's time: a Python loop over the tokens (queries)? Compute all heads and positions "
-            "at once with batched matrix products (q @ k.transpose(-2, -1) on (B, h, m, d_k)), slide 38.")
+            tr("MultiHeadAttention on (8, 32, 32) with 8 heads took {took_1e3} ms, about {ratio}x the "
+               "reference's time: a Python loop over the tokens (queries)? Compute all heads and positions at "
+               "once with batched matrix products (q @ k.transpose(-2, -1) on (B, h, m, d_k)), slide 38.",
+               took_1e3=f"{took * 1e3:.1f}", ratio=f"{ratio:.0f}"))
 
 
 # ----------------------------------------------------------------------------- every size, calls in a row
 
-BATCH, HEADS = Axis("B", 2, 3, "a batch of one"), Axis("h", 2, 2, "one head")
-D_K = Axis("d_k", 3, 3, "one feature per head")
-TOKENS = Axis("n", 3, 7, "a sequence of one token")
+BATCH, HEADS = Axis("B", 2, 3, tr("a batch of one")), Axis("h", 2, 2, tr("one head"))
+D_K = Axis("d_k", 3, 3, tr("one feature per head"))
+TOKENS = Axis("n", 3, 7, tr("a sequence of one token"))
 
 
 def _key_mask(s, g):
@@ -838,12 +873,12 @@ def _key_mask(s, g):
 
 MODULE_SIZES = {  # kind -> (its sizes, constructor for given sizes, forward arguments for given sizes)
     "MultiHeadAttention": (
-        [BATCH, Axis("m", 2, 5, "one query"), Axis("n", 3, 6, "one key"), HEADS, D_K],
+        [BATCH, Axis("m", 2, 5, tr("one query")), Axis("n", 3, 6, tr("one key")), HEADS, D_K],
         lambda s: {"d_model": s["h"] * s["d_k"], "n_heads": s["h"]},
         lambda s, g: [torch.randn(s["B"], s["m"], s["h"] * s["d_k"], generator=g),
                       *[torch.randn(s["B"], s["n"], s["h"] * s["d_k"], generator=g)] * 2, _key_mask(s, g)]),
     "PositionwiseFeedForward": (
-        [BATCH, TOKENS, Axis("d_model", 5, 5, "one feature"), Axis("d_ff", 7, 7, "one hidden unit")],
+        [BATCH, TOKENS, Axis("d_model", 5, 5, tr("one feature")), Axis("d_ff", 7, 7, tr("one hidden unit"))],
         lambda s: {"d_model": s["d_model"], "d_ff": s["d_ff"]},
         lambda s, g: [torch.randn(s["B"], s["n"], s["d_model"], generator=g)]),
     "EncoderLayer": (
@@ -851,7 +886,7 @@ MODULE_SIZES = {  # kind -> (its sizes, constructor for given sizes, forward arg
         lambda s: {"d_model": s["h"] * s["d_k"], "n_heads": s["h"], "d_ff": 10},
         lambda s, g: [torch.randn(s["B"], s["n"], s["h"] * s["d_k"], generator=g), _key_mask(s, g)]),
     "Encoder": (
-        [BATCH, Axis("n", 4, 9, "a sequence of one token"), HEADS, Axis("layers", 2, 2, "one layer")],
+        [BATCH, Axis("n", 4, 9, tr("a sequence of one token")), HEADS, Axis("layers", 2, 2, tr("one layer"))],
         lambda s: {"vocab_size": 13, "d_model": 2 * s["h"], "n_heads": s["h"], "d_ff": 10, "n_layers": s["layers"],
                    "max_len": 12, "pad_id": 0},
         lambda s, g: [torch.randint(1, 13, (s["B"], s["n"]), generator=g) * _key_mask(s, g)[:, 0, 0]]),  # 0: padding
@@ -878,7 +913,7 @@ def test_sizes_of_one_and_calls_in_a_row(student, name):
 
     def check(item, _sizes):
         _args, want, want_w, got = item
-        assert_close(_tensor(got["out"], f"{name}.forward"), want, what="the output", atol=ATOL, rtol=RTOL)
+        assert_close(_tensor(got["out"], f"{name}.forward"), want, what=tr("the output"), atol=ATOL, rtol=RTOL)
         if name == "MultiHeadAttention":
             assert_close(_weights(got, name)["value"], want_w, what="attn_weights", atol=ATOL, rtol=RTOL)
 

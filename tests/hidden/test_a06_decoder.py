@@ -47,6 +47,7 @@ from grader.engine.testing import (
     randomise_norms_and_biases,
     reference,
 )
+from grader.i18n import tr
 
 STAGE = "a06_decoder"
 ATOL = RTOL = 1e-5          # one layer
@@ -90,10 +91,10 @@ def _make(kind, init, seed, scale_generator=1.0, fixed=False):
 
 
 CONTRACT_NAMES = (
-    "DecoderLayer: self_attn, cross_attn (stage-5 MultiHeadAttention), ffn (PositionwiseFeedForward), "
-    "norm1, norm2, norm3 (nn.LayerNorm), dropout; Decoder: embedding (nn.Embedding, padding_idx=pad_id), "
-    "buffer pe, dropout, layers (nn.ModuleList of DecoderLayer); Seq2SeqTransformer: encoder (stage-5 Encoder), "
-    "decoder, generator (nn.Linear(d_model, tgt_vocab_size))"
+    tr("DecoderLayer: self_attn, cross_attn (stage-5 MultiHeadAttention), ffn (PositionwiseFeedForward), norm1, "
+       "norm2, norm3 (nn.LayerNorm), dropout; Decoder: embedding (nn.Embedding, padding_idx=pad_id), buffer pe, "
+       "dropout, layers (nn.ModuleList of DecoderLayer); Seq2SeqTransformer: encoder (stage-5 Encoder), decoder, "
+       "generator (nn.Linear(d_model, tgt_vocab_size))")
 )
 
 
@@ -123,23 +124,25 @@ def test_causal_mask(student):
         got = as_array(student.causal_mask(n), f"causal_mask({n})")
         assert_shape(got, (n, n), f"causal_mask({n})")
         if got.dtype != np.bool_:
-            raise AssertionError(f"causal_mask({n}) returned {got.dtype} values; return a boolean tensor "
-                                 "(True = may attend), e.g. torch.tril(torch.ones(n, n, dtype=torch.bool))")
+            raise AssertionError(tr("causal_mask({n}) returned {got_dtype} values; return a boolean tensor (True "
+                                    "= may attend), e.g. torch.tril(torch.ones(n, n, dtype=torch.bool))",
+                                    n=n, got_dtype=got.dtype))
         want = _causal(n).numpy()
         if n > 1:
             if np.array_equal(got, np.tril(np.ones((n, n), bool), k=-1)):
                 raise AssertionError(
-                    f"causal_mask({n}) is False on the diagonal: a position must see itself (j <= i), otherwise "
-                    "the first position has no key at all. Use torch.tril (diagonal included), not k=-1 (slide 44).")
+                    tr("causal_mask({n}) is False on the diagonal: a position must see itself (j <= i), "
+                       "otherwise the first position has no key at all. Use torch.tril (diagonal included), not "
+                       "k=-1 (slide 44).", n=n))
             if np.array_equal(got, want.T) or np.array_equal(got, np.triu(np.ones((n, n), bool), k=1)):
                 raise AssertionError(
-                    f"causal_mask({n}) is upper-triangular: row i (the query) must allow the keys j <= i, the past, "
-                    "and block j > i, the future (slide 44); True = may attend.")
+                    tr("causal_mask({n}) is upper-triangular: row i (the query) must allow the keys j <= i, the "
+                       "past, and block j > i, the future (slide 44); True = may attend.", n=n))
             if np.array_equal(got, ~want):
-                raise AssertionError(f"causal_mask({n}) is inverted: True means may attend (course convention), "
-                                     "so the diagonal and everything below it must be True.")
+                raise AssertionError(tr("causal_mask({n}) is inverted: True means may attend (course "
+                                        "convention), so the diagonal and everything below it must be True.", n=n))
         assert_close(got.astype(np.int64), want.astype(np.int64), what=f"causal_mask({n})", atol=0, rtol=0,
-                     hint="mask[i, j] = True iff j <= i (slide 44).")
+                     hint=tr("mask[i, j] = True iff j <= i (slide 44)."))
 
 
 def test_shift_right(student):
@@ -151,20 +154,23 @@ def test_shift_right(student):
         want = R().shift_right(original, bos).numpy()
         assert_shape(got, want.shape, f"shift_right(tgt (3, 5), bos_id={bos})")
         if np.array_equal(got[:, :-1], original.numpy()[:, 1:]):
-            raise AssertionError("shift_right moved the tokens to the LEFT (dropped the first token); the decoder "
-                                 "input is BOS followed by tgt[:, :-1]: out[:, 1:] = tgt[:, :-1] (slide 52).")
+            raise AssertionError(tr("shift_right moved the tokens to the LEFT (dropped the first token); the "
+                                    "decoder input is BOS followed by tgt[:, :-1]: out[:, 1:] = tgt[:, :-1] "
+                                    "(slide 52)."))
         if got.shape == want.shape and np.array_equal(got[:, 1:], want[:, 1:]) and not np.all(got[:, 0] == bos):
-            raise AssertionError(f"shift_right(tgt, bos_id={bos}) does not put bos_id in the first column "
-                                 f"(got {got[:, 0].tolist()}); use the argument, not a constant.")
+            raise AssertionError(tr("shift_right(tgt, bos_id={bos}) does not put bos_id in the first column (got "
+                                    "{got_0_tolist}); use the argument, not a constant.",
+                                    bos=bos, got_0_tolist=got[:, 0].tolist()))
         assert_close(got, want, what=f"shift_right(tgt, bos_id={bos})", atol=0, rtol=0,
-                     hint="out[:, 0] = bos_id and out[:, 1:] = tgt[:, :-1]: position i reads the correct tokens "
-                          "before it and is trained to predict tgt[:, i] (teacher forcing, slide 52).")
+                     hint=tr("out[:, 0] = bos_id and out[:, 1:] = tgt[:, :-1]: position i reads the correct "
+                             "tokens before it and is trained to predict tgt[:, i] (teacher forcing, slide 52)."))
         if got.dtype.kind not in "iu":
-            raise AssertionError(f"shift_right returned {got.dtype} values; keep the integer dtype of the ids.")
+            raise AssertionError(tr("shift_right returned {got_dtype} values; keep the integer dtype of the ids.",
+                                    got_dtype=got.dtype))
     reply = student.probe("shift_right_in_place", tgt=original.clone(), bos_id=1)
     if not torch.equal(reply["tgt_after"], original):
-        raise AssertionError("shift_right modified its input tensor in place; build a new tensor "
-                             "(tgt.new_full(...), torch.cat, ...) and leave tgt unchanged.")
+        raise AssertionError(tr("shift_right modified its input tensor in place; build a new tensor "
+                                "(tgt.new_full(...), torch.cat, ...) and leave tgt unchanged."))
 
 
 # ----------------------------------------------------------------------------- structure
@@ -186,45 +192,55 @@ def test_submodules_and_parameter_shapes(student):
         missing, extra = sorted(set(want) - set(params)), sorted(set(params) - set(want))
         if missing or extra:
             raise AssertionError(
-                f"{kind}({', '.join(f'{k}={v}' for k, v in init.items())}) has parameters that differ from the "
-                f"contract: missing {missing[:6]}, unexpected {extra[:6]}. Contract: {CONTRACT_NAMES}")
+                tr("{kind}({join_f_k_v_for_k_v_in_in}) has parameters that differ from the contract: missing "
+                   "{missing_6}, unexpected {extra_6}. Contract: {contract_names}",
+                   kind=kind, join_f_k_v_for_k_v_in_in=', '.join(f'{k}={v}' for k, v in init.items()),
+                   missing_6=missing[:6], extra_6=extra[:6], contract_names=CONTRACT_NAMES))
         for name, shape in want.items():
             if params[name] != shape:
-                raise AssertionError(f"{kind}: parameter {name} has shape {tuple(params[name])}, the contract's is "
-                                     f"{tuple(shape)}")
+                raise AssertionError(tr("{kind}: parameter {name} has shape {tuple_params_name}, the contract's "
+                                        "is {tuple_shape}",
+                                        kind=kind, name=name, tuple_params_name=tuple(params[name]),
+                                        tuple_shape=tuple(shape)))
         modules = got["modules"]
         if kind == "DecoderLayer":
             for sub, typ in [("self_attn", "MultiHeadAttention"), ("cross_attn", "MultiHeadAttention"),
                              ("ffn", "PositionwiseFeedForward"), ("norm1", "LayerNorm"), ("norm2", "LayerNorm"),
                              ("norm3", "LayerNorm")]:
                 if modules.get(sub) != typ:
-                    raise AssertionError(f"DecoderLayer.{sub} should be a {typ} (stage 5), found {modules.get(sub)}")
+                    raise AssertionError(tr("DecoderLayer.{sub} should be a {typ} (stage 5), found "
+                                            "{modules_get_sub}", sub=sub, typ=typ, modules_get_sub=modules.get(sub)))
         if kind == "Decoder":
             if got["attrs"].get("pad_id") != 2 or got["attrs"].get("embedding_padding_idx") != 2:
                 raise AssertionError(
-                    f"Decoder(pad_id=2): pad_id is {got['attrs'].get('pad_id')!r} and embedding.padding_idx is "
-                    f"{got['attrs'].get('embedding_padding_idx')!r}; both must be 2 "
-                    "(nn.Embedding(..., padding_idx=pad_id))")
+                    tr("Decoder(pad_id=2): pad_id is {got_attrs_get_pad_id} and embedding.padding_idx is "
+                       "{got_attrs_get_embedding}; both must be 2 (nn.Embedding(..., padding_idx=pad_id))",
+                       got_attrs_get_pad_id=f"{got['attrs'].get('pad_id')!r}",
+                       got_attrs_get_embedding=f"{got['attrs'].get('embedding_padding_idx')!r}"))
             if "pe" not in got["buffers"] or got["buffers"]["pe"]["shape"] != [30, 12] \
                     or got["buffers"]["pe"]["dtype"] != "float32":
                 raise AssertionError(
-                    f"Decoder(max_len=30, d_model=12) should register the buffer pe of shape (30, 12), float32 "
-                    f"(self.register_buffer('pe', table)); found {got['buffers'].get('pe')}")
+                    tr("Decoder(max_len=30, d_model=12) should register the buffer pe of shape (30, 12), float32 "
+                       "(self.register_buffer('pe', table)); found {got_buffers_get_pe}",
+                       got_buffers_get_pe=got['buffers'].get('pe')))
             exact = _exact_pe(30, 12)
             # 1e-5: a table computed in float32 arithmetic is within ~3e-6 here; only a wrong formula fails
             assert_close(as_array(got["pe"]), exact, what="Decoder.pe", atol=1e-5, rtol=0,
-                         hint="PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(same angle), interleaved, "
-                              "as in stage 4 (slide 22).")
+                         hint=tr("PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(same angle), "
+                                 "interleaved, as in stage 4 (slide 22)."))
             if modules.get("layers") != "ModuleList" or modules.get("layers.1") != "DecoderLayer":
-                raise AssertionError("Decoder.layers should be an nn.ModuleList of n_layers DecoderLayer")
+                raise AssertionError(tr("Decoder.layers should be an nn.ModuleList of n_layers DecoderLayer"))
         if kind == "Seq2SeqTransformer":
             for sub, typ in [("encoder", "Encoder"), ("decoder", "Decoder"), ("generator", "Linear")]:
                 if modules.get(sub) != typ:
-                    raise AssertionError(f"Seq2SeqTransformer.{sub} should be a {typ}, found {modules.get(sub)}")
+                    raise AssertionError(tr("Seq2SeqTransformer.{sub} should be a {typ}, found {modules_get_sub}",
+                                            sub=sub, typ=typ, modules_get_sub=modules.get(sub)))
             if got["attrs"].get("pad_id") != 2 or got["attrs"].get("decoder.pad_id") != 2:
-                raise AssertionError("Seq2SeqTransformer(pad_id=2) must pass pad_id to the encoder and the decoder "
-                                     f"and keep it as self.pad_id; found pad_id={got['attrs'].get('pad_id')!r}, "
-                                     f"decoder.pad_id={got['attrs'].get('decoder.pad_id')!r}")
+                raise AssertionError(tr("Seq2SeqTransformer(pad_id=2) must pass pad_id to the encoder and the "
+                                        "decoder and keep it as self.pad_id; found "
+                                        "pad_id={got_attrs_get_pad_id}, decoder.pad_id={got_attrs_get_decoder_pa}",
+                                        got_attrs_get_pad_id=f"{got['attrs'].get('pad_id')!r}",
+                                        got_attrs_get_decoder_pa=f"{got['attrs'].get('decoder.pad_id')!r}"))
 
 
 def _exact_pe(max_len, d_model):
@@ -237,26 +253,27 @@ def _exact_pe(max_len, d_model):
 # ----------------------------------------------------------------------------- DecoderLayer
 
 LAYER_HINTS = {
-    "cross_kv_from_decoder": "Your cross-attention seems to take its keys and values from the decoder (x) instead of "
-                             "the encoder's memory: cross_attn(query=x, key=memory, value=memory, memory_mask) "
-                             "(slide 46).",
-    "pre_ln": "Your layer seems pre-LN (x + sublayer(norm(x))); the contract is post-LN as in the original "
-              "Transformer: x = norm(x + dropout(sublayer(x))) for each of the three sub-layers (slide 50).",
-    "no_cross_residual": "The residual connection around cross-attention seems missing: "
-                         "x = norm2(x + dropout(cross_attn(x, memory, memory, memory_mask))) (slide 50).",
-    "no_self_residual": "The residual connection around masked self-attention seems missing: "
-                        "x = norm1(x + dropout(self_attn(x, x, x, tgt_mask))).",
-    "no_ffn_residual": "The residual connection around the feed-forward network seems missing: "
-                       "x = norm3(x + dropout(ffn(x))).",
-    "tgt_mask_ignored": "Your layer seems to ignore tgt_mask; pass it to self_attn(x, x, x, tgt_mask) (slide 44).",
-    "memory_mask_ignored": "Your layer seems to ignore memory_mask; pass it to cross_attn(x, memory, memory, "
-                           "memory_mask) so that padded source tokens are never attended to.",
-    "masks_swapped": "tgt_mask and memory_mask seem swapped: tgt_mask goes to self-attention, memory_mask to "
-                     "cross-attention.",
-    "cross_before_self": "Your layer seems to run cross-attention before the masked self-attention; the order is "
-                         "self-attention (norm1), cross-attention (norm2), feed-forward (norm3).",
-    "norms_mixed": "The three LayerNorms seem used in another order: norm1 after self-attention, norm2 after "
-                   "cross-attention, norm3 after the feed-forward network.",
+    "cross_kv_from_decoder": tr("Your cross-attention seems to take its keys and values from the decoder (x) "
+                                "instead of the encoder's memory: cross_attn(query=x, key=memory, value=memory, "
+                                "memory_mask) (slide 46)."),
+    "pre_ln": tr("Your layer seems pre-LN (x + sublayer(norm(x))); the contract is post-LN as in the original "
+                 "Transformer: x = norm(x + dropout(sublayer(x))) for each of the three sub-layers (slide 50)."),
+    "no_cross_residual": tr("The residual connection around cross-attention seems missing: x = norm2(x + "
+                            "dropout(cross_attn(x, memory, memory, memory_mask))) (slide 50)."),
+    "no_self_residual": tr("The residual connection around masked self-attention seems missing: x = norm1(x + "
+                           "dropout(self_attn(x, x, x, tgt_mask)))."),
+    "no_ffn_residual": tr("The residual connection around the feed-forward network seems missing: x = norm3(x + "
+                          "dropout(ffn(x)))."),
+    "tgt_mask_ignored": tr("Your layer seems to ignore tgt_mask; pass it to self_attn(x, x, x, tgt_mask) (slide "
+                           "44)."),
+    "memory_mask_ignored": tr("Your layer seems to ignore memory_mask; pass it to cross_attn(x, memory, memory, "
+                              "memory_mask) so that padded source tokens are never attended to."),
+    "masks_swapped": tr("tgt_mask and memory_mask seem swapped: tgt_mask goes to self-attention, memory_mask to "
+                        "cross-attention."),
+    "cross_before_self": tr("Your layer seems to run cross-attention before the masked self-attention; the order "
+                            "is self-attention (norm1), cross-attention (norm2), feed-forward (norm3)."),
+    "norms_mixed": tr("The three LayerNorms seem used in another order: norm1 after self-attention, norm2 after "
+                      "cross-attention, norm3 after the feed-forward network."),
 }
 
 
@@ -326,8 +343,9 @@ def test_decoder_layer_matches_reference(student, case):
     what = f"DecoderLayer(16, 4, 40) on x (3, 5, 16), memory (3, 7, 16), {case.replace('_', ' ')}"
     got = _tensor(results[0], what)
     assert_matches(got, want, what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes=mistakes, hint=(
-        "x = norm1(x + dropout(self_attn(x, x, x, tgt_mask))); x = norm2(x + dropout(cross_attn(x, memory, memory, "
-        "memory_mask))); x = norm3(x + dropout(ffn(x))); layer_norm_eps must reach the three nn.LayerNorm."))
+        tr("x = norm1(x + dropout(self_attn(x, x, x, tgt_mask))); x = norm2(x + dropout(cross_attn(x, memory, "
+           "memory, memory_mask))); x = norm3(x + dropout(ffn(x))); layer_norm_eps must reach the three "
+           "nn.LayerNorm.")))
 
 
 def test_cross_attention_uses_memory(student):
@@ -343,32 +361,34 @@ def test_cross_attention_uses_memory(student):
     _check_load(reply, "DecoderLayer")
     base, moved, masked_moved = (_tensor(o, "DecoderLayer") for o in reply["outs"])
     if np.abs(moved - base).max() < 1e-3:
-        raise AssertionError("changing the memory (the encoder output) does not change your DecoderLayer's output: "
-                             "cross-attention must take its keys and values from memory, "
-                             "cross_attn(x, memory, memory, memory_mask) (slides 45-46).")
-    assert_close(masked_moved, base, what="DecoderLayer output after changing only masked memory positions",
+        raise AssertionError(tr("changing the memory (the encoder output) does not change your DecoderLayer's "
+                                "output: cross-attention must take its keys and values from memory, "
+                                "cross_attn(x, memory, memory, memory_mask) (slides 45-46)."))
+    assert_close(masked_moved, base, what=tr("DecoderLayer output after changing only masked memory positions"),
                  atol=ATOL, rtol=RTOL,
-                 hint="memory_mask (B, 1, 1, n) hides padded source tokens: pass it to cross_attn so those keys get "
-                      "-inf scores (True = may attend).")
+                 hint=tr("memory_mask (B, 1, 1, n) hides padded source tokens: pass it to cross_attn so those "
+                         "keys get -inf scores (True = may attend)."))
 
 
 # ----------------------------------------------------------------------------- Decoder
 
 DECODER_HINTS = {
-    "no_causal": "With tgt_mask=None your Decoder seems not to apply the causal mask: position i sees the future "
-                 "tokens it must predict (slide 44). Default: causal_mask(m) & padding_mask(tgt_ids, pad_id).",
-    "strict_causal": "Your causal mask seems to exclude the diagonal: position i must see positions j <= i, itself "
-                     "included (torch.tril, not k=-1).",
-    "upper_causal": "Your causal mask seems upper-triangular: position i must see the past (j <= i), not the future.",
-    "no_tgt_padding": "With tgt_mask=None your Decoder seems not to mask the target padding; combine the causal mask "
-                      "with padding_mask(tgt_ids, self.pad_id) (keys only): (m, m) & (B, 1, 1, m).",
-    "padding_on_queries": "Your target padding mask seems applied on the query axis; it hides keys: "
-                          "padding_mask(tgt_ids, pad_id) is (B, 1, 1, m).",
-    "unscaled_embedding": "Your target embeddings seem not multiplied by sqrt(d_model) before adding pe (as in "
-                          "the stage-5 Encoder).",
-    "no_pe": "The positional encoding seems missing in the decoder: x = embedding(tgt_ids) * sqrt(d_model) + pe[:m] "
-             "(slide 43).",
-    "memory_mask_ignored": "Your Decoder seems not to pass memory_mask to its layers.",
+    "no_causal": tr("With tgt_mask=None your Decoder seems not to apply the causal mask: position i sees the "
+                    "future tokens it must predict (slide 44). Default: causal_mask(m) & padding_mask(tgt_ids, "
+                    "pad_id)."),
+    "strict_causal": tr("Your causal mask seems to exclude the diagonal: position i must see positions j <= i, "
+                        "itself included (torch.tril, not k=-1)."),
+    "upper_causal": tr("Your causal mask seems upper-triangular: position i must see the past (j <= i), not the "
+                       "future."),
+    "no_tgt_padding": tr("With tgt_mask=None your Decoder seems not to mask the target padding; combine the "
+                         "causal mask with padding_mask(tgt_ids, self.pad_id) (keys only): (m, m) & (B, 1, 1, m)."),
+    "padding_on_queries": tr("Your target padding mask seems applied on the query axis; it hides keys: "
+                             "padding_mask(tgt_ids, pad_id) is (B, 1, 1, m)."),
+    "unscaled_embedding": tr("Your target embeddings seem not multiplied by sqrt(d_model) before adding pe (as "
+                             "in the stage-5 Encoder)."),
+    "no_pe": tr("The positional encoding seems missing in the decoder: x = embedding(tgt_ids) * sqrt(d_model) + "
+                "pe[:m] (slide 43)."),
+    "memory_mask_ignored": tr("Your Decoder seems not to pass memory_mask to its layers."),
 }
 
 
@@ -414,8 +434,8 @@ def test_decoder_matches_reference(student, case):
     what = f"Decoder(vocab 19, d_model 16, 4 heads, 2 layers, pad_id=3) with {case.replace('_', ' ')}"
     got = _tensor(results[0], what)
     assert_matches(got, want, what=what, atol=ATOL_STACK, rtol=RTOL_STACK, **MATCH, mistakes=mistakes, hint=(
-        "x = dropout(embedding(tgt_ids) * sqrt(d_model) + pe[:m]); tgt_mask=None means causal_mask(m) & "
-        "padding_mask(tgt_ids, pad_id); every layer gets (x, memory, tgt_mask, memory_mask)."))
+        tr("x = dropout(embedding(tgt_ids) * sqrt(d_model) + pe[:m]); tgt_mask=None means causal_mask(m) & "
+           "padding_mask(tgt_ids, pad_id); every layer gets (x, memory, tgt_mask, memory_mask).")))
 
 
 # ----------------------------------------------------------------------------- Seq2SeqTransformer
@@ -426,15 +446,15 @@ SRC = torch.tensor([[5, 6, 7, 8, 2, 0, 0], [9, 10, 11, 12, 13, 14, 2], [3, 4, 2,
 TGT_IN = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 9, 10, 11], [1, 12, 2, 0, 0]])
 
 S2S_HINTS = {
-    "no_memory_mask": "forward seems not to hide the source padding from the cross-attention: decode(tgt_in, memory, "
-                      "padding_mask(src, self.pad_id)).",
-    "softmax_logits": "Your model seems to return probabilities (softmax) instead of logits; the generator's raw "
-                      "scores are the output (F.cross_entropy and argmax both take logits).",
-    "log_softmax_logits": "Your model seems to return log-probabilities instead of logits; return the generator's raw "
-                          "scores.",
-    "no_encoder_mask": "encode seems not to mask the source padding inside the encoder: "
-                       "encoder(src, padding_mask(src, pad_id)).",
-    "no_decoder_masks": "The decoder's causal/target padding mask seems missing inside the model.",
+    "no_memory_mask": tr("forward seems not to hide the source padding from the cross-attention: decode(tgt_in, "
+                         "memory, padding_mask(src, self.pad_id))."),
+    "softmax_logits": tr("Your model seems to return probabilities (softmax) instead of logits; the generator's "
+                         "raw scores are the output (F.cross_entropy and argmax both take logits)."),
+    "log_softmax_logits": tr("Your model seems to return log-probabilities instead of logits; return the "
+                             "generator's raw scores."),
+    "no_encoder_mask": tr("encode seems not to mask the source padding inside the encoder: encoder(src, "
+                          "padding_mask(src, pad_id))."),
+    "no_decoder_masks": tr("The decoder's causal/target padding mask seems missing inside the model."),
 }
 
 
@@ -459,14 +479,15 @@ def test_seq2seq_matches_reference(student):
         want = ref_model(SRC, TGT_IN)
         mistakes = {text: _s2s_variant(ref_model, SRC, TGT_IN, k) for k, text in S2S_HINTS.items()}
     results = _run(student, "Seq2SeqTransformer", S2S_INIT, state, [{"args": [SRC, TGT_IN]}])
-    what = "Seq2SeqTransformer(15, 13, d_model=16, n_layers=2)(src (3, 7), tgt_in (3, 5)) in eval mode"
+    what = tr("Seq2SeqTransformer(15, 13, d_model=16, n_layers=2)(src (3, 7), tgt_in (3, 5)) in eval mode")
     got = _tensor(results[0], what)
     if got.shape != tuple(want.shape):
-        raise AssertionError(f"{what} has shape {got.shape}, expected the logits (B, m, tgt_vocab_size) = "
-                             f"{tuple(want.shape)}")
+        raise AssertionError(tr("{what} has shape {got_shape}, expected the logits (B, m, tgt_vocab_size) = "
+                                "{tuple_want_shape}",
+                                what=what, got_shape=got.shape, tuple_want_shape=tuple(want.shape)))
     assert_matches(got, want, what=what, atol=ATOL_STACK, rtol=RTOL_STACK, **MATCH, mistakes=mistakes, hint=(
-        "forward(src, tgt_in) = generator(decoder(tgt_in, encode(src), memory_mask=padding_mask(src, pad_id))); "
-        "the encoder masks the source padding, the decoder the causal and target padding."))
+        tr("forward(src, tgt_in) = generator(decoder(tgt_in, encode(src), memory_mask=padding_mask(src, "
+           "pad_id))); the encoder masks the source padding, the decoder the causal and target padding.")))
 
 
 def test_encode_and_decode(student):
@@ -483,19 +504,20 @@ def test_encode_and_decode(student):
         {"method": "decode", "args": [TGT_IN, memory], "kwargs": {"src_mask": None}},
     ])
     got_memory = _tensor(results[0], "encode(src (3, 7))")
-    assert_close(got_memory, memory, what="encode(src (3, 7)), the memory (B, n, d_model)",
+    assert_close(got_memory, memory, what=tr("encode(src (3, 7)), the memory (B, n, d_model)"),
                  atol=ATOL_STACK, rtol=RTOL_STACK,
-                 hint="encode runs the stage-5 encoder with the source padding mask: encoder(src, "
-                      "padding_mask(src, self.pad_id)).")
+                 hint=tr("encode runs the stage-5 encoder with the source padding mask: encoder(src, "
+                         "padding_mask(src, self.pad_id))."))
     got = _tensor(results[1], "decode(tgt_in, memory, src_mask)")
     assert_matches(got, want_masked, what="decode(tgt_in (3, 5), memory, src_mask (3, 1, 1, 7))",
                    atol=ATOL_STACK, rtol=RTOL_STACK, **MATCH,
-                   mistakes={"decode seems to ignore src_mask: pass it to the decoder as memory_mask.": want_unmasked},
-                   hint="decode = generator(decoder(tgt_in, memory, memory_mask=src_mask)); the raw scores, no "
-                        "softmax.")
+                   mistakes={tr("decode seems to ignore src_mask: pass it to the decoder as memory_mask."):
+                             want_unmasked},
+                   hint=tr("decode = generator(decoder(tgt_in, memory, memory_mask=src_mask)); the raw scores, "
+                           "no softmax."))
     assert_close(_tensor(results[2], "decode(tgt_in, memory, src_mask=None)"), want_unmasked,
                  what="decode(tgt_in, memory, src_mask=None)", atol=ATOL_STACK, rtol=RTOL_STACK,
-                 hint="src_mask=None means the whole memory is visible (no memory mask).")
+                 hint=tr("src_mask=None means the whole memory is visible (no memory mask)."))
 
 
 def test_causal_property(student):
@@ -512,15 +534,16 @@ def test_causal_property(student):
     results = _run(student, "Seq2SeqTransformer", S2S_INIT, state, calls)
     base = _tensor(results[0], "forward(src, tgt_in)")
     for t, res in enumerate(results[1:], start=1):
-        out = _tensor(res, "forward(src, tgt_in with future tokens changed)")
-        assert_close(out[:, :t], base[:, :t], what=f"logits at positions 0..{t - 1} after changing the tokens at "
-                     f"positions {t}.. of tgt_in", atol=ATOL_STACK, rtol=RTOL_STACK,
-                     hint="Earlier positions see the future: the decoder's self-attention needs the causal mask "
-                          "(True on and below the diagonal) applied inside the model (slide 44). Without it "
-                          "training looks perfect (the answer is visible) and generation fails.")
+        out = _tensor(res, tr("forward(src, tgt_in with future tokens changed)"))
+        assert_close(out[:, :t], base[:, :t], what=tr("logits at positions 0..{t_1} after changing the tokens at "
+                                                      "positions {t}.. of tgt_in", t_1=t - 1, t=t),
+                     atol=ATOL_STACK, rtol=RTOL_STACK,
+                     hint=tr("Earlier positions see the future: the decoder's self-attention needs the causal "
+                             "mask (True on and below the diagonal) applied inside the model (slide 44). Without "
+                             "it training looks perfect (the answer is visible) and generation fails."))
     if all(np.abs(_tensor(r, "forward")[:, -1] - base[:, -1]).max() < 1e-4 for r in results[1:]):
-        raise AssertionError("changing the target tokens never changes the logits of the last position: the decoder "
-                             "must read tgt_in (self-attention over positions j <= i).")
+        raise AssertionError(tr("changing the target tokens never changes the logits of the last position: the "
+                                "decoder must read tgt_in (self-attention over positions j <= i)."))
 
 
 def test_padding_property(student):
@@ -531,16 +554,17 @@ def test_padding_property(student):
     results = _run(student, "Seq2SeqTransformer", S2S_INIT, state,
                    [{"args": [SRC, TGT_IN]}, {"args": [longer_src, TGT_IN]}, {"args": [SRC, longer_tgt]}])
     base = _tensor(results[0], "forward(src, tgt_in)")
-    assert_close(_tensor(results[1], "forward"), base, what="logits after appending 3 pad tokens to every source",
+    assert_close(_tensor(results[1], "forward"), base, what=tr("logits after appending 3 pad tokens to every "
+                                                               "source"),
                  atol=ATOL_STACK, rtol=RTOL_STACK,
-                 hint="Source padding must be invisible to the encoder AND to the cross-attention: forward passes "
-                      "padding_mask(src, pad_id) to decode as the memory mask.")
+                 hint=tr("Source padding must be invisible to the encoder AND to the cross-attention: forward "
+                         "passes padding_mask(src, pad_id) to decode as the memory mask."))
     real = (TGT_IN != 0).numpy()
     assert_close(_tensor(results[2], "forward")[:, :5][real], base[real],
-                 what="logits at real target positions after appending 2 pad tokens to every target",
+                 what=tr("logits at real target positions after appending 2 pad tokens to every target"),
                  atol=ATOL_STACK, rtol=RTOL_STACK,
-                 hint="Target padding must be hidden from the decoder's self-attention: tgt_mask=None means "
-                      "causal_mask(m) & padding_mask(tgt_ids, pad_id).")
+                 hint=tr("Target padding must be hidden from the decoder's self-attention: tgt_mask=None means "
+                         "causal_mask(m) & padding_mask(tgt_ids, pad_id)."))
 
 
 # ----------------------------------------------------------------------------- greedy_decode
@@ -561,9 +585,9 @@ def _greedy_call(fn, what):
         return fn()
     except StudentError as exc:
         if "model.encode once and model.decode" in exc.message:
-            raise AssertionError(f"{what}: greedy_decode called model(...) / model.forward; at inference encode the "
-                                 "source once with model.encode and call model.decode on the growing prefix at "
-                                 "every step (slides 52-54).") from None
+            raise AssertionError(tr("{what}: greedy_decode called model(...) / model.forward; at inference "
+                                    "encode the source once with model.encode and call model.decode on the "
+                                    "growing prefix at every step (slides 52-54).", what=what)) from None
         raise
 
 
@@ -581,7 +605,8 @@ GREEDY_SCRIPTS = {
 def test_greedy_decode_stops_at_eos_and_pads(student, case):
     """greedy_decode: BOS first, argmax each step, stops when every row has EOS or at max_len, pad_id after EOS"""
     script, pad_id, max_len = GREEDY_SCRIPTS[case]
-    what = f"greedy_decode on a scripted model ({case.replace('_', ' ')}, pad_id={pad_id}, max_len={max_len})"
+    what = tr("greedy_decode on a scripted model ({case_replace}, pad_id={pad_id}, max_len={max_len})",
+              case_replace=case.replace('_', ' '), pad_id=pad_id, max_len=max_len)
     reply, want = _greedy_call(lambda: _scripted_case(student, script, pad_id=pad_id, max_len=max_len), what)
     got = _tensor(reply["out"], what)
     want = want.numpy()
@@ -590,55 +615,63 @@ def test_greedy_decode_stops_at_eos_and_pads(student, case):
     with torch.no_grad():
         first = _greedy_with(model, None, None, len(script), max_len, position=0).numpy()
     if got.shape == first.shape and np.array_equal(got, first) and not np.array_equal(first, want):
-        raise AssertionError(f"{what} seems to append the argmax of the FIRST position at every step; the new token "
-                             "is the argmax of the LAST position of decode's logits, logits[:, -1] (slides 52-54).")
+        raise AssertionError(tr("{what} seems to append the argmax of the FIRST position at every step; the new "
+                                "token is the argmax of the LAST position of decode's logits, logits[:, -1] "
+                                "(slides 52-54).", what=what))
     if got.ndim == 2 and got.shape[1] > want.shape[1] and np.array_equal(got[:, :want.shape[1]], want):
-        raise AssertionError(f"{what} returned {got.shape[1]} columns, expected {want.shape[1]}: stop as soon as "
-                             "every row has produced EOS (slide 53), and never exceed max_len columns (BOS included).")
+        raise AssertionError(tr("{what} returned {got_shape_1} columns, expected {want_shape_1}: stop as soon as "
+                                "every row has produced EOS (slide 53), and never exceed max_len columns (BOS "
+                                "included).", what=what, got_shape_1=got.shape[1], want_shape_1=want.shape[1]))
     if got.ndim == 2 and got.shape[0] == want.shape[0] and got.shape[1] < want.shape[1] \
             and np.array_equal(got, want[:, :got.shape[1]]):
-        raise AssertionError(f"{what} stopped after {got.shape[1]} columns, expected {want.shape[1]}: keep decoding "
-                             "until every row has produced EOS (or max_len columns), not just the first one to finish; "
-                             "finished rows get model.pad_id meanwhile (slide 53).")
+        raise AssertionError(tr("{what} stopped after {got_shape_1} columns, expected {want_shape_1}: keep "
+                                "decoding until every row has produced EOS (or max_len columns), not just the "
+                                "first one to finish; finished rows get model.pad_id meanwhile (slide 53).",
+                                what=what, got_shape_1=got.shape[1], want_shape_1=want.shape[1]))
     if got.shape == want.shape and got.shape[1] > 1 and not np.all(got[:, 0] == BOS):
-        raise AssertionError(f"{what}: column 0 must be bos_id={BOS}; got {got[:, 0].tolist()}")
-    hint = ("Each step appends the argmax of the last position's logits; after a row's EOS its positions are "
-            "model.pad_id (not EOS, not the argmax, not a constant 0).")
+        raise AssertionError(tr("{what}: column 0 must be bos_id={bos}; got {got_0_tolist}",
+                                what=what, bos=BOS, got_0_tolist=got[:, 0].tolist()))
+    hint = (tr("Each step appends the argmax of the last position's logits; after a row's EOS its positions are "
+               "model.pad_id (not EOS, not the argmax, not a constant 0)."))
     if got.shape == want.shape:
         after_eos = want == pad_id
         after_eos[:, 0] = False
         if after_eos.any() and not np.array_equal(got[after_eos], want[after_eos]):
-            hint = (f"After a row has produced EOS, every later position must be model.pad_id (= {pad_id} here), "
-                    f"whatever the model predicts; got {sorted(set(got[after_eos].tolist()))} there.")
+            hint = (tr("After a row has produced EOS, every later position must be model.pad_id (= {pad_id} "
+                       "here), whatever the model predicts; got {sorted_set_got_after_eos} there.",
+                       pad_id=pad_id, sorted_set_got_after_eos=sorted(set(got[after_eos].tolist()))))
     assert_shape(got, want.shape, what)
     assert_close(got, want, what=what, atol=0, rtol=0, hint=hint)
     if reply["dtype"] != "int64":
-        raise AssertionError(f"greedy_decode returned a {reply['dtype']} tensor; return token ids as a LongTensor "
-                             "(torch.long).")
+        raise AssertionError(tr("greedy_decode returned a {reply_dtype} tensor; return token ids as a LongTensor "
+                                "(torch.long).", reply_dtype=reply['dtype']))
 
 
 def test_greedy_decode_mode_and_no_grad(student):
     """greedy_decode: eval mode and no_grad while decoding, the model's mode restored, only encode/decode used"""
     script = [[3, 4, 2, 6, 6], [4, 2, 7, 7, 7]]
     for train in (True, False):
-        what = f"greedy_decode on a model in {'train' if train else 'eval'} mode"
+        what = tr("greedy_decode on a model in {train_if_train_else_eval} mode",
+                  train_if_train_else_eval='train' if train else 'eval')
         reply, _ = _greedy_call(lambda train=train: _scripted_case(student, script, pad_id=5, max_len=6, train=train),
                                 what)
         log = reply["log"]
         calls = [entry for entry in log if entry["call"] == "decode"]
         if not calls:
-            raise AssertionError(f"{what} never called model.decode")
+            raise AssertionError(tr("{what} never called model.decode", what=what))
         if train and any(entry["training"] for entry in log):
-            raise AssertionError(f"{what}: model.encode/decode ran in train mode; call model.eval() before decoding "
-                                 "(dropout must be off at inference) and restore the mode afterwards.")
+            raise AssertionError(tr("{what}: model.encode/decode ran in train mode; call model.eval() before "
+                                    "decoding (dropout must be off at inference) and restore the mode afterwards.",
+                                    what=what))
         if any(entry["grad"] for entry in log):
-            raise AssertionError(f"{what}: model.encode/decode ran with gradient tracking on; decode under "
-                                 "torch.no_grad() (no graph is needed at inference and it would grow each step).")
+            raise AssertionError(tr("{what}: model.encode/decode ran with gradient tracking on; decode under "
+                                    "torch.no_grad() (no graph is needed at inference and it would grow each "
+                                    "step).", what=what))
         if reply["training_after"] != train:
             raise AssertionError(
-                f"{what}: afterwards the model is in {'train' if reply['training_after'] else 'eval'} mode; "
-                "greedy_decode must put the model back in the mode it found it in (was = model.training; ...; "
-                "model.train(was)).")
+                tr("{what}: afterwards the model is in {train_if_reply_training} mode; greedy_decode must put "
+                   "the model back in the mode it found it in (was = model.training; ...; model.train(was)).",
+                   what=what, train_if_reply_training='train' if reply['training_after'] else 'eval'))
 
 
 def _greedy_ref_case():
@@ -662,13 +695,13 @@ def test_greedy_decode_matches_reference(student):
     want = R().greedy_decode(ref_model, src, BOS, EOS, max_len)
     reply = _greedy_call(lambda: student.probe("greedy", init=init, state_dict=state, src=src, bos_id=BOS,
                                                eos_id=EOS, max_len=max_len, train=True),
-                         "greedy_decode on a Seq2SeqTransformer")
+                         tr("greedy_decode on a Seq2SeqTransformer"))
     _check_load(reply, "Seq2SeqTransformer")
-    what = "greedy_decode(model, src (3, 7) with padding, bos_id=1, eos_id=2, max_len=8)"
+    what = tr("greedy_decode(model, src (3, 7) with padding, bos_id=1, eos_id=2, max_len=8)")
     got = _tensor(reply["out"], what)
-    hint = ("Encode once; at each step decode the whole prefix with the source padding mask "
-            "(model.decode(ys, memory, padding_mask(src, model.pad_id))), take the argmax of the LAST position, "
-            "append it; after EOS pad with model.pad_id.")
+    hint = (tr("Encode once; at each step decode the whole prefix with the source padding mask (model.decode(ys, "
+               "memory, padding_mask(src, model.pad_id))), take the argmax of the LAST position, append it; "
+               "after EOS pad with model.pad_id."))
     if got.shape != tuple(want.shape) or not np.array_equal(got, want.numpy()):
         with torch.no_grad():
             memory = ref_model.encode(src)
@@ -677,18 +710,20 @@ def test_greedy_decode_matches_reference(student):
                                  position=0).numpy()
         if got.shape == unmasked.shape and np.array_equal(got, unmasked):
             raise AssertionError(
-                f"{what} gives the tokens of a decoder that sees the source padding: pass "
-                "padding_mask(src, model.pad_id) to model.decode as src_mask at every step, as forward does.")
+                tr("{what} gives the tokens of a decoder that sees the source padding: pass padding_mask(src, "
+                   "model.pad_id) to model.decode as src_mask at every step, as forward does.", what=what))
         if got.shape == first.shape and np.array_equal(got, first):
-            raise AssertionError(f"{what} seems to append the argmax of the FIRST position at every step; the new "
-                                 "token is the argmax of the LAST position, logits[:, -1] (slides 52-54).")
+            raise AssertionError(tr("{what} seems to append the argmax of the FIRST position at every step; the "
+                                    "new token is the argmax of the LAST position, logits[:, -1] (slides 52-54).",
+                                    what=what))
     if got.shape != tuple(want.shape):
-        raise AssertionError(f"{what} has shape {got.shape}, expected {tuple(want.shape)} (the rows end after 4, 2 "
-                             f"and 5 tokens). {hint}")
+        raise AssertionError(tr("{what} has shape {got_shape}, expected {tuple_want_shape} (the rows end after "
+                                "4, 2 and 5 tokens). {hint}",
+                                what=what, got_shape=got.shape, tuple_want_shape=tuple(want.shape), hint=hint))
     assert_close(got, want, what=what, atol=0, rtol=0, hint=hint)
     if not reply["training_after"]:
-        raise AssertionError("after greedy_decode the model (which was in train mode) is left in eval mode; "
-                             "restore its mode.")
+        raise AssertionError(tr("after greedy_decode the model (which was in train mode) is left in eval mode; "
+                                "restore its mode."))
 
 
 def _greedy_with(model, memory, src_mask, B, max_len, position=-1):
@@ -727,12 +762,13 @@ def test_learns_toy_translation(student):
                           steps=TRAIN_STEPS, batch_size=TRAIN_BATCH, lr=TRAIN_LR, seed=0)
     _check_load(reply, "Seq2SeqTransformer")
     if "bad_logits" in reply:
-        raise AssertionError(f"model(src (64, n), tgt_in (64, m)) returned {reply['bad_logits']}; expected logits "
-                             f"(64, m, tgt_vocab_size)")
+        raise AssertionError(tr("model(src (64, n), tgt_in (64, m)) returned {reply_bad_logits}; expected logits "
+                                "(64, m, tgt_vocab_size)", reply_bad_logits=reply['bad_logits']))
     # the held-out pairs are public (data/toy_translation.tsv): the grader decodes them itself, with the reference
     # modules holding the weights (and pe tables) your model trained, so no translation comes from a look-up
     model = testing.load_trained(ref.Seq2SeqTransformer(**init), reply["state"],
-                                 f"Seq2SeqTransformer after {TRAIN_STEPS} training steps")
+                                 tr("Seq2SeqTransformer after {train_steps} training steps",
+                                    train_steps=TRAIN_STEPS))
     decoded = ref.greedy_decode(model, heldout_src, ref.BOS_ID, ref.EOS_ID, 12)
     predicted = [tgt_vocab.decode(row.tolist()) for row in decoded]
     wrong = [(en, es, p) for p, (en, es) in zip(predicted, data["heldout"]) if p != es]
@@ -742,29 +778,32 @@ def test_learns_toy_translation(student):
     losses = reply.get("losses") or [float("nan")]
     examples = "; ".join(f"{en!r} -> {p!r} (expected {es!r})" for en, es, p in wrong[:3])
     if losses[-1] < 0.05:
-        cause = ("The training loss went down to {:.3f}, yet the trained weights do not translate when decoding "
-                 "one token at a time: during training the model can probably see the answer. Usual causes: a "
-                 "missing or wrong causal mask (slide 44); shift_right shifting the wrong way (BOS first, drop the "
-                 "LAST token, slide 52); a cross-attention that reads the decoder's own states instead of the "
-                 "memory (slide 46).")
+        cause = tr("The training loss went down to {loss}, yet the trained weights do not translate when "
+                   "decoding one token at a time: during training the model can probably see the answer. Usual "
+                   "causes: a missing or wrong causal mask (slide 44); shift_right shifting the wrong way (BOS "
+                   "first, drop the LAST token, slide 52); a cross-attention that reads the decoder's own "
+                   "states instead of the memory (slide 46).", loss=f"{losses[-1]:.3f}")
     else:
-        cause = ("The training loss is still {:.3f} after 300 steps (the reference reaches ~0.01): check "
-                 "shift_right (BOS first, slide 52), the masks inside the model, and that the decoder reads the "
-                 "encoder's memory (slide 46).")
+        cause = tr("The training loss is still {loss} after 300 steps (the reference reaches ~0.01): check "
+                   "shift_right (BOS first, slide 52), the masks inside the model, and that the decoder reads "
+                   "the encoder's memory (slide 46).", loss=f"{losses[-1]:.3f}")
     raise AssertionError(
-        f"after {TRAIN_STEPS} training steps your model's weights, decoded greedily by the grader, translate "
-        f"{exact:.1%} of the {len(predicted)} held-out pairs exactly; at least {TRAIN_THRESHOLD:.0%} is expected "
-        f"(the reference: 100 %). Examples: {examples}. " + cause.format(losses[-1]))
+        tr("after {train_steps} training steps your model's weights, decoded greedily by the grader, translate "
+           "{exact} of the {len_predicted} held-out pairs exactly; at least {train_threshold} is expected (the "
+           "reference: 100 %). Examples: {examples}. {cause}",
+           train_steps=TRAIN_STEPS, exact=f"{exact:.1%}", len_predicted=len(predicted),
+           train_threshold=f"{TRAIN_THRESHOLD:.0%}", examples=examples, cause=cause))
 
 
 # ----------------------------------------------------------------------------- errors
 
 ERROR_CASES = {
-    "decoder_3d_ids": ("Decoder", "Decoder.forward with tgt_ids of shape (2, 3, 5)", ["(2, 3, 5)", "3"]),
-    "decoder_longer_than_max_len": ("Decoder", "Decoder.forward with 20 target tokens and max_len=16", ["20", "16"]),
-    "decoder_memory_batch": ("Decoder", "Decoder.forward with tgt_ids (2, 4) and memory (3, 6, 16)", ["2", "3"]),
-    "layer_memory_width": ("DecoderLayer", "DecoderLayer(16, ...) with memory (2, 6, 12)", ["12", "16"]),
-    "seq2seq_batch_mismatch": ("Seq2SeqTransformer", "forward with src (2, 5) and tgt_in (3, 4)", ["2", "3"]),
+    "decoder_3d_ids": ("Decoder", tr("Decoder.forward with tgt_ids of shape (2, 3, 5)"), ["(2, 3, 5)", "3"]),
+    "decoder_longer_than_max_len": ("Decoder", tr("Decoder.forward with 20 target tokens and max_len=16"),
+                                    ["20", "16"]),
+    "decoder_memory_batch": ("Decoder", tr("Decoder.forward with tgt_ids (2, 4) and memory (3, 6, 16)"), ["2", "3"]),
+    "layer_memory_width": ("DecoderLayer", tr("DecoderLayer(16, ...) with memory (2, 6, 12)"), ["12", "16"]),
+    "seq2seq_batch_mismatch": ("Seq2SeqTransformer", tr("forward with src (2, 5) and tgt_in (3, 4)"), ["2", "3"]),
 }
 
 
@@ -788,23 +827,29 @@ def test_value_errors(student, case):
     reply = student.probe("errors", kind=kind, init=inits[kind], calls=[good, bad])
     ok, outcome = reply["outcomes"]
     if ok["raised"]:
-        raise AssertionError(f"{kind} with valid inputs {what.split(' with ')[0]} raised {ok['raised']}: "
-                             f"{ok['message'][:300]}")
+        raise AssertionError(tr("{kind} with valid inputs {what_split_with_0} raised {ok_raised}: "
+                                "{ok_message_300}",
+                                kind=kind, what_split_with_0=what.split(' with ')[0], ok_raised=ok['raised'],
+                                ok_message_300=ok['message'][:300]))
     if not outcome["raised"]:
-        raise AssertionError(f"{what} should raise ValueError naming the shapes, but returned normally")
+        raise AssertionError(tr("{what} should raise ValueError naming the shapes, but returned normally",
+                                what=what))
     if "ValueError" not in outcome["mro"]:
-        raise AssertionError(f"{what} should raise ValueError (with a message naming the shapes), but raised "
-                             f"{outcome['raised']}: {outcome['message'][:300]}. Check the shapes first and "
-                             "raise ValueError yourself.")
+        raise AssertionError(tr("{what} should raise ValueError (with a message naming the shapes), but raised "
+                                "{outcome_raised}: {outcome_message_300}. Check the shapes first and raise "
+                                "ValueError yourself.",
+                                what=what, outcome_raised=outcome['raised'],
+                                outcome_message_300=outcome['message'][:300]))
     if not any(re.search(rf"(?<!\d){re.escape(n)}(?!\d)", outcome["message"]) for n in numbers):
-        raise AssertionError(f"{what} raised ValueError, but its message does not name the shapes: "
-                             f"{outcome['message'][:200]!r}")
+        raise AssertionError(tr("{what} raised ValueError, but its message does not name the shapes: "
+                                "{outcome_message_200}",
+                                what=what, outcome_message_200=f"{outcome['message'][:200]!r}"))
 
 
 # ----------------------------------------------------------------------------- every size, calls in a row
 
-BATCH, HEADS = Axis("B", 2, 3, "a batch of one"), Axis("h", 2, 2, "one head")
-TARGET, MEMORY = Axis("m", 3, 7, "a target of one token"), Axis("n", 4, 8, "a memory (source) of one token")
+BATCH, HEADS = Axis("B", 2, 3, tr("a batch of one")), Axis("h", 2, 2, tr("one head"))
+TARGET, MEMORY = Axis("m", 3, 7, tr("a target of one token")), Axis("n", 4, 8, tr("a memory (source) of one token"))
 
 
 def _real_mask(B, n, g):
@@ -852,7 +897,7 @@ def _module_sizes(student, name):
 
     def check(item, _sizes):
         want, got = item
-        assert_close(_tensor(got, f"{name}.forward"), want, what="the output", atol=ATOL_STACK, rtol=RTOL_STACK)
+        assert_close(_tensor(got, f"{name}.forward"), want, what=tr("the output"), atol=ATOL_STACK, rtol=RTOL_STACK)
 
     check_sizes(axes, lambda batch: in_groups(batch, init_of, run_group), check, what=name, together=True)
 
@@ -876,9 +921,9 @@ def _greedy_sizes(student):
 
     def check(item, _sizes):
         want, got = item
-        assert_close(_tensor(got, "greedy_decode"), want, what="the decoded ids", atol=0, rtol=0)
+        assert_close(_tensor(got, "greedy_decode"), want, what=tr("the decoded ids"), atol=0, rtol=0)
 
-    check_sizes([BATCH, Axis("n", 3, 6, "a source of one token"), Axis("max_len", 4, 8, "max_len 1: BOS only")],
+    check_sizes([BATCH, Axis("n", 3, 6, tr("a source of one token")), Axis("max_len", 4, 8, tr("max_len 1: BOS only"))],
                 run, check, what="greedy_decode")
 
 
@@ -887,7 +932,7 @@ def test_sizes_of_one_and_calls_in_a_row(student, name):
     """every function and module works with a batch of one, a target or source of one token, one head, and on calls in a row with other sizes"""  # noqa: E501 (the report's test name)
     g = testing.torch_generator(630)
     if name == "causal_mask":
-        check_function_sizes(student.causal_mask, R().causal_mask, [Axis("n", 3, 8, "one position")],
+        check_function_sizes(student.causal_mask, R().causal_mask, [Axis("n", 3, 8, tr("one position"))],
                              lambda s: (s["n"],), what="causal_mask", atol=0, rtol=0)
     elif name == "shift_right":
         check_function_sizes(student.shift_right, R().shift_right, [BATCH, TARGET],

@@ -46,6 +46,7 @@ from grader.engine.testing import (
     randomise_norms_and_biases,
     reference,
 )
+from grader.i18n import tr
 from grader.lab import pretrained
 
 STAGE = "a07_bert_mlm"
@@ -58,9 +59,9 @@ SMALL = dict(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermedi
              max_position_embeddings=16, type_vocab_size=2, dropout=0.0)
 EMB = dict(vocab_size=50, hidden_size=32, max_position_embeddings=16, type_vocab_size=2, dropout=0.0)
 CONTRACT_NAMES = (
-    "BertEmbeddings: word_embeddings, position_embeddings, token_type_embeddings, norm; "
-    "BertModel: embeddings, layers (nn.ModuleList of stage-5 EncoderLayer); "
-    "BertForMaskedLM: bert, mlm_head (dense, norm, decoder, bias)")
+    tr("BertEmbeddings: word_embeddings, position_embeddings, token_type_embeddings, norm; BertModel: "
+       "embeddings, layers (nn.ModuleList of stage-5 EncoderLayer); BertForMaskedLM: bert, mlm_head (dense, "
+       "norm, decoder, bias)"))
 
 
 def R():
@@ -119,7 +120,8 @@ def _run(student, kind, init, state, calls, *, train=False, seed=0):
 
 def _mlm_pair(out, what):
     if not (isinstance(out, list) and len(out) == 2):
-        raise AssertionError(f"{what} must return the pair (loss or None, logits), got {type(out).__name__}")
+        raise AssertionError(tr("{what} must return the pair (loss or None, logits), got {type_out___name}",
+                                what=what, type_out___name=type(out).__name__))
     return out
 
 
@@ -140,17 +142,18 @@ def _forward(model, *args, **kwargs):
         return model(*args, **kwargs)
 
 
-HINT_POSITION = ("Position embeddings seem missing: add position_embeddings(arange(n)) to every row "
-                 "(BERT learns one vector per position, slides 21-26, 65).")
-HINT_TYPES = ("token_type_ids seem ignored: add token_type_embeddings(token_type_ids), with zeros when "
-              "token_type_ids is None (sentence A = 0, sentence B = 1).")
-HINT_EPS = ("Your LayerNorm seems to use eps=1e-5 (PyTorch's default); BERT uses layer_norm_eps=1e-12: pass "
-            "it to every nn.LayerNorm and to every EncoderLayer.")
-HINT_NO_NORM = "The LayerNorm seems skipped: BERT normalises the sum of the three embeddings, then applies dropout."
-HINT_TANH = ('Your GELU seems to be the tanh approximation; BERT uses the exact erf form: F.gelu(x) / nn.GELU() '
-             'without approximate="tanh".')
-HINT_MASK_IGNORED = ("attention_mask seems ignored: convert it to the stage-5 mask (B, 1, 1, n), True at real "
-                     "tokens, and pass it to every layer so no token attends to padding.")
+HINT_POSITION = (tr("Position embeddings seem missing: add position_embeddings(arange(n)) to every row (BERT "
+                    "learns one vector per position, slides 21-26, 65)."))
+HINT_TYPES = (tr("token_type_ids seem ignored: add token_type_embeddings(token_type_ids), with zeros when "
+                 "token_type_ids is None (sentence A = 0, sentence B = 1)."))
+HINT_EPS = (tr("Your LayerNorm seems to use eps=1e-5 (PyTorch's default); BERT uses layer_norm_eps=1e-12: pass "
+               "it to every nn.LayerNorm and to every EncoderLayer."))
+HINT_NO_NORM = tr("The LayerNorm seems skipped: BERT normalises the sum of the three embeddings, then applies "
+                  "dropout.")
+HINT_TANH = (tr("Your GELU seems to be the tanh approximation; BERT uses the exact erf form: F.gelu(x) / "
+                'nn.GELU() without approximate="tanh".'))
+HINT_MASK_IGNORED = (tr("attention_mask seems ignored: convert it to the stage-5 mask (B, 1, 1, n), True at real "
+                        "tokens, and pass it to every layer so no token attends to padding."))
 
 
 # ----------------------------------------------------------------------------- BertEmbeddings
@@ -163,15 +166,18 @@ def test_embeddings_structure(student):
     for name, shape in want.items():
         if s["params"].get(name) != shape:
             raise AssertionError(
-                f"BertEmbeddings(vocab_size=50, hidden_size=32, max_position_embeddings=16) should have a "
-                f"parameter {name} of shape {tuple(shape)}, got {s['params'].get(name)} "
-                f"(its parameters: {sorted(s['params'])[:8]}). Names of the contract: {CONTRACT_NAMES}")
+                tr("BertEmbeddings(vocab_size=50, hidden_size=32, max_position_embeddings=16) should have a "
+                   "parameter {name} of shape {tuple_shape}, got {s_params_get_name} (its parameters: "
+                   "{sorted_s_params_8}). Names of the contract: {contract_names}",
+                   name=name, tuple_shape=tuple(shape), s_params_get_name=s['params'].get(name),
+                   sorted_s_params_8=sorted(s['params'])[:8], contract_names=CONTRACT_NAMES))
     if s["eps"].get("norm") != pytest.approx(1e-12):
-        raise AssertionError(f"BertEmbeddings.norm has eps={s['eps'].get('norm')}; the default layer_norm_eps "
-                             "is 1e-12 as in BERT. " + HINT_EPS)
+        raise AssertionError(tr("BertEmbeddings.norm has eps={eps}; the default layer_norm_eps is 1e-12 as in "
+                                "BERT. {hint}", eps=s['eps'].get('norm'), hint=HINT_EPS))
     if s["attrs"].get("padding_idx") != 0:
-        raise AssertionError(f"word_embeddings.padding_idx is {s['attrs'].get('padding_idx')}, expected the pad "
-                             "id 0 (nn.Embedding(vocab_size, hidden_size, padding_idx=pad_id))")
+        raise AssertionError(tr("word_embeddings.padding_idx is {s_attrs_get_padding_idx}, expected the pad id 0 "
+                                "(nn.Embedding(vocab_size, hidden_size, padding_idx=pad_id))",
+                                s_attrs_get_padding_idx=s['attrs'].get('padding_idx')))
 
 
 @pytest.mark.parametrize("types", ["none", "mixed"])
@@ -191,7 +197,7 @@ def test_embeddings_forward(student, types):
         HINT_POSITION: lambda: _forward(_variant("BertEmbeddings", EMB, state, zero=("position",)), ids, **kwargs),
         HINT_TYPES: lambda: _forward(_variant("BertEmbeddings", EMB, state, zero=("token_type",)), ids, **kwargs),
         HINT_EPS: lambda: _forward(_variant("BertEmbeddings", EMB, state, layer_norm_eps=1e-5), ids, **kwargs),
-    }, hint="Sum the three embeddings, then norm, then dropout (slides 20, 26, 65).")
+    }, hint=tr("Sum the three embeddings, then norm, then dropout (slides 20, 26, 65)."))
 
 
 # ----------------------------------------------------------------------------- BertModel
@@ -201,28 +207,35 @@ def test_model_structure(student):
     s = student.probe("structure", kind="BertModel", init=SMALL)
     attrs = s["attrs"]
     if attrs.get("hidden_size") != 32:
-        raise AssertionError(f"BertModel(hidden_size=32).hidden_size is {attrs.get('hidden_size')!r}; keep the "
-                             "attribute hidden_size (stage 8 reads it)")
+        raise AssertionError(tr("BertModel(hidden_size=32).hidden_size is {attrs_get_hidden_size}; keep the "
+                                "attribute hidden_size (stage 8 reads it)",
+                                attrs_get_hidden_size=f"{attrs.get('hidden_size')!r}"))
     if attrs.get("layers_type") != "ModuleList" or attrs.get("n_layers") != 2:
-        raise AssertionError("BertModel(num_layers=2).layers must be an nn.ModuleList of 2 EncoderLayer, got "
-                             f"{attrs.get('layers_type')} of {attrs.get('n_layers')}")
+        raise AssertionError(tr("BertModel(num_layers=2).layers must be an nn.ModuleList of 2 EncoderLayer, got "
+                                "{attrs_get_layers_type} of {attrs_get_n_layers}",
+                                attrs_get_layers_type=attrs.get('layers_type'),
+                                attrs_get_n_layers=attrs.get('n_layers')))
     kinds = {name: kind for name, kind in s["modules"].items() if name in ("layers.0", "layers.1")}
     if set(kinds.values()) != {"EncoderLayer"}:
-        raise AssertionError(f"the layers are {kinds}; build them with stage 5's EncoderLayer "
-                             "(from a05_encoder import EncoderLayer)")
+        raise AssertionError(tr("the layers are {kinds}; build them with stage 5's EncoderLayer (from "
+                                "a05_encoder import EncoderLayer)", kinds=kinds))
     for name in ("layers.0.self_attn.w_q.weight", "layers.1.ffn.linear1.weight", "embeddings.word_embeddings.weight"):
         if name not in s["params"]:
-            raise AssertionError(f"BertModel has no parameter {name}; names of the contract: {CONTRACT_NAMES}")
+            raise AssertionError(tr("BertModel has no parameter {name}; names of the contract: {contract_names}",
+                                    name=name, contract_names=CONTRACT_NAMES))
     if s["params"]["layers.1.ffn.linear1.weight"] != [64, 32]:
-        raise AssertionError(f"layers.1.ffn.linear1.weight has shape {s['params']['layers.1.ffn.linear1.weight']}, "
-                             "expected (intermediate_size, hidden_size) = (64, 32)")
+        raise AssertionError(tr("layers.1.ffn.linear1.weight has shape {s_params_layers_1_ffn_li}, expected "
+                                "(intermediate_size, hidden_size) = (64, 32)",
+                                s_params_layers_1_ffn_li=s['params']['layers.1.ffn.linear1.weight']))
     wrong = {name: eps for name, eps in s["eps"].items() if eps != pytest.approx(1e-12)}
     if wrong:
-        raise AssertionError(f"these LayerNorms of BertModel(layer_norm_eps=1e-12) have another eps: {wrong}. "
-                             + HINT_EPS)
+        raise AssertionError(tr("these LayerNorms of BertModel(layer_norm_eps=1e-12) have another eps: {wrong}. "
+                                "{hint}", wrong=wrong, hint=HINT_EPS))
     if attrs.get("pad_id") != 0 or attrs.get("padding_idx") != 0:
-        raise AssertionError(f"BertModel(pad_id=0): pad_id is {attrs.get('pad_id')!r} and the word embedding's "
-                             f"padding_idx {attrs.get('padding_idx')!r}; both should be 0")
+        raise AssertionError(tr("BertModel(pad_id=0): pad_id is {attrs_get_pad_id} and the word embedding's "
+                                "padding_idx {attrs_get_padding_idx}; both should be 0",
+                                attrs_get_pad_id=f"{attrs.get('pad_id')!r}",
+                                attrs_get_padding_idx=f"{attrs.get('padding_idx')!r}"))
 
 
 def test_model_forward_without_mask(student):
@@ -230,7 +243,7 @@ def test_model_forward_without_mask(student):
     _, state = _make("BertModel", SMALL, seed=3)
     ids = _ids(2, 11, seed=4)
     (out,) = _run(student, "BertModel", SMALL, state, [{"args": [ids]}])
-    what = "BertModel(input_ids (2, 11)) with attention_mask=None"
+    what = tr("BertModel(input_ids (2, 11)) with attention_mask=None")
     out = _tensor(out, what)
     assert_shape(out, (2, 11, 32), what=what)
     expected = _forward(_variant("BertModel", SMALL, state), ids)
@@ -238,8 +251,8 @@ def test_model_forward_without_mask(student):
         HINT_POSITION: lambda: _forward(_variant("BertModel", SMALL, state, zero=("position",)), ids),
         HINT_TYPES: lambda: _forward(_variant("BertModel", SMALL, state, zero=("token_type",)), ids),
         HINT_EPS: lambda: _forward(_variant("BertModel", SMALL, state, layer_norm_eps=1e-5), ids),
-    }, hint="Embeddings, then every EncoderLayer(..., activation=\"gelu\", layer_norm_eps=layer_norm_eps) in "
-            "turn; attention_mask=None means every token is real.")
+    }, hint=tr('Embeddings, then every EncoderLayer(..., activation="gelu", layer_norm_eps=layer_norm_eps) in '
+               "turn; attention_mask=None means every token is real."))
 
 
 @pytest.mark.parametrize("dtype", ["long", "bool"])
@@ -252,18 +265,20 @@ def test_model_padding_mask(student, dtype):
     out, out_noisy = _run(student, "BertModel", SMALL, state,
                           [{"args": [ids], "kwargs": {"attention_mask": m}},
                            {"args": [noisy], "kwargs": {"attention_mask": m}}])
-    what = f"BertModel(input_ids (4, 12), attention_mask ({dtype}, 4, 12)) at the real tokens"
+    what = tr("BertModel(input_ids (4, 12), attention_mask ({dtype}, 4, 12)) at the real tokens", dtype=dtype)
     real = mask.bool().numpy()
     out, out_noisy = _tensor(out, what), _tensor(out_noisy, what)
     assert_shape(out, (4, 12, 32), what=what)
     expected = _forward(_variant("BertModel", SMALL, state), ids, attention_mask=mask)
     assert_matches(out[real], expected[mask.bool()], what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes={
         HINT_MASK_IGNORED: lambda: _forward(_variant("BertModel", SMALL, state), ids)[mask.bool()],
-        "attention_mask seems inverted: 1/True marks the real tokens, which may be attended; padding (0/False) "
-        "may not.": lambda: _forward(_variant("BertModel", SMALL, state), ids, attention_mask=1 - mask)[mask.bool()],
-    }, hint="attention_mask (B, n) becomes the stage-5 mask attention_mask.bool()[:, None, None, :].")
-    assert_close(out_noisy[real], out[real], what=what + " after changing only the padded ids", atol=ATOL, rtol=RTOL,
-                 hint="Real tokens must not look at padding keys. " + HINT_MASK_IGNORED)
+        tr("attention_mask seems inverted: 1/True marks the real tokens, which may be attended; padding "
+           "(0/False) may not."):
+            lambda: _forward(_variant("BertModel", SMALL, state), ids, attention_mask=1 - mask)[mask.bool()],
+    }, hint=tr("attention_mask (B, n) becomes the stage-5 mask attention_mask.bool()[:, None, None, :]."))
+    assert_close(out_noisy[real], out[real], what=tr("{what} after changing only the padded ids", what=what),
+                 atol=ATOL, rtol=RTOL,
+                 hint=tr("Real tokens must not look at padding keys. {hint}", hint=HINT_MASK_IGNORED))
 
 
 def test_model_token_type_ids(student):
@@ -277,7 +292,7 @@ def test_model_token_type_ids(student):
     assert_matches(_tensor(out, what), expected, what=what, atol=ATOL, rtol=RTOL, **MATCH, mistakes=[
         (HINT_TYPES, lambda: _forward(_variant("BertModel", SMALL, state), ids)),
         (HINT_TYPES, lambda: _forward(_variant("BertModel", SMALL, state, zero=("token_type",)), ids)),
-    ], hint="Pass token_type_ids on to BertEmbeddings.")
+    ], hint=tr("Pass token_type_ids on to BertEmbeddings."))
 
 
 def test_model_dropout_only_in_training(student):
@@ -286,15 +301,16 @@ def test_model_dropout_only_in_training(student):
     _, state = _make("BertModel", SMALL, seed=10)
     ids = _ids(2, 8, seed=11)
     calls = [{"args": [ids]}, {"args": [ids]}]
-    ev1, ev2 = (_tensor(o, "BertModel in eval mode") for o in _run(student, "BertModel", init, state, calls))
-    tr1, tr2 = (_tensor(o, "BertModel in train mode") for o in _run(student, "BertModel", init, state, calls,
+    ev1, ev2 = (_tensor(o, tr("BertModel in eval mode")) for o in _run(student, "BertModel", init, state, calls))
+    tr1, tr2 = (_tensor(o, tr("BertModel in train mode")) for o in _run(student, "BertModel", init, state, calls,
                                                                      train=True))
-    assert_close(ev1, _forward(_variant("BertModel", SMALL, state), ids), what="BertModel(dropout=0.3) in eval mode",
-                 atol=ATOL, rtol=RTOL, hint="In eval mode dropout must do nothing; use nn.Dropout modules.")
-    assert_close(ev2, ev1, what="two eval-mode forwards", atol=0, rtol=0)
+    assert_close(ev1, _forward(_variant("BertModel", SMALL, state), ids),
+                 what=tr("BertModel(dropout=0.3) in eval mode"),
+                 atol=ATOL, rtol=RTOL, hint=tr("In eval mode dropout must do nothing; use nn.Dropout modules."))
+    assert_close(ev2, ev1, what=tr("two eval-mode forwards"), atol=0, rtol=0)
     if np.allclose(tr1, tr2) or np.allclose(tr1, ev1):
-        raise AssertionError("BertModel(dropout=0.3) gives the same output twice in train mode: dropout is "
-                             "never applied. Pass dropout to BertEmbeddings and to every EncoderLayer.")
+        raise AssertionError(tr("BertModel(dropout=0.3) gives the same output twice in train mode: dropout is "
+                                "never applied. Pass dropout to BertEmbeddings and to every EncoderLayer."))
 
 
 def test_model_rejects_bad_shapes(student):
@@ -304,7 +320,7 @@ def test_model_rejects_bad_shapes(student):
     (out,) = _run(student, "BertModel", SMALL, state, [{"args": [ids]}])
     assert_close(out, _forward(_variant("BertModel", SMALL, state), ids), what="BertModel(input_ids (2, 5))",
                  atol=ATOL, rtol=RTOL)
-    with raises_student(ValueError, what="BertModel(input_ids of shape (5,)), a 1-D tensor"):
+    with raises_student(ValueError, what=tr("BertModel(input_ids of shape (5,)), a 1-D tensor")):
         _run(student, "BertModel", SMALL, state, [{"args": [ids[0]]}])
     with raises_student(ValueError, what="BertModel(input_ids (2, 5), attention_mask (2, 4))"):
         _run(student, "BertModel", SMALL, state, [{"args": [ids], "kwargs": {"attention_mask": torch.ones(2, 4)}}])
@@ -357,14 +373,15 @@ def test_pretrained_minilm_matches(student, minilm_case):
     reply = student.probe("pretrained", init=c["init"], state_dict=c["state"], input_ids=c["ids"],
                           attention_mask=c["mask"], token_type_ids=c["types"])
     _check_load(reply, "BertModel")
-    what = "BertModel loaded with all-MiniLM-L6-v2 (6 layers, 12 heads, hidden 384), last hidden state at real tokens"
+    what = tr("BertModel loaded with all-MiniLM-L6-v2 (6 layers, 12 heads, hidden 384), last hidden state at "
+              "real tokens")
     out = _tensor(reply["hidden"], what)
     assert_shape(out, tuple(c["expected"].shape), what=what)
     real = c["mask"].bool()
     assert_close(out[real.numpy()], c["expected"][real], what=what, atol=PRETRAINED_ATOL, rtol=0,
-                 hint="With real weights small differences add up over 6 layers. The usual causes: " + HINT_TANH
-                      + " Or LayerNorm eps=1e-5 instead of 1e-12; or token_type_ids (1 for the second "
-                      "sentence of a pair) or learned positions left out.")
+                 hint=tr("With real weights small differences add up over 6 layers. The usual causes: {tanh} Or "
+                         "LayerNorm eps=1e-5 instead of 1e-12; or token_type_ids (1 for the second sentence of a "
+                         "pair) or learned positions left out.", tanh=HINT_TANH))
 
 
 # ----------------------------------------------------------------------------- BertForMaskedLM
@@ -376,16 +393,19 @@ def test_mlm_head_structure_and_tying(student):
     for name, shape in {"mlm_head.dense.weight": [32, 32], "mlm_head.norm.weight": [32], "mlm_head.bias": [50],
                         "bert.embeddings.word_embeddings.weight": [50, 32]}.items():
         if s["params"].get(name) != shape:
-            raise AssertionError(f"BertForMaskedLM(vocab_size=50, hidden_size=32) should have {name} of shape "
-                                 f"{tuple(shape)}, got {s['params'].get(name)}. "
-                                 f"Names of the contract: {CONTRACT_NAMES}")
+            raise AssertionError(tr("BertForMaskedLM(vocab_size=50, hidden_size=32) should have {name} of shape "
+                                    "{tuple_shape}, got {s_params_get_name}. Names of the contract: "
+                                    "{contract_names}",
+                                    name=name, tuple_shape=tuple(shape), s_params_get_name=s['params'].get(name),
+                                    contract_names=CONTRACT_NAMES))
     if not attrs.get("tied"):
         raise AssertionError(
-            "mlm_head.decoder.weight is not the same tensor as bert.embeddings.word_embeddings.weight: the decoder "
-            "must be tied to the word embeddings (self.mlm_head.decoder.weight = "
-            "self.bert.embeddings.word_embeddings.weight), so the (V, H) matrix is learned once.")
+            tr("mlm_head.decoder.weight is not the same tensor as bert.embeddings.word_embeddings.weight: the "
+               "decoder must be tied to the word embeddings (self.mlm_head.decoder.weight = "
+               "self.bert.embeddings.word_embeddings.weight), so the (V, H) matrix is learned once."))
     if s["eps"].get("mlm_head.norm") != pytest.approx(1e-12):
-        raise AssertionError(f"mlm_head.norm has eps={s['eps'].get('mlm_head.norm')}. " + HINT_EPS)
+        raise AssertionError(tr("mlm_head.norm has eps={eps}. {hint}", eps=s['eps'].get('mlm_head.norm'),
+                                hint=HINT_EPS))
 
 
 def test_mlm_forward(student):
@@ -407,19 +427,22 @@ def test_mlm_forward(student):
     hidden = _forward(ref_model.bert, ids, attention_mask=mask)
     with tanh_gelu():  # the stage-5 layers are a correct stage 5 or its stand-in: a tanh GELU is in the head
         tanh_logits = _forward(ref_model.mlm_head, hidden)[real]
-    assert_matches(logits[real.numpy()], ref_logits[real], what=what + " logits at real tokens", atol=ATOL,
+    assert_matches(logits[real.numpy()], ref_logits[real], what=tr("{what} logits at real tokens", what=what),
+                   atol=ATOL,
                    rtol=RTOL, **MATCH, mistakes={
                        HINT_TANH: tanh_logits,
                        HINT_EPS: lambda: _forward(_variant("BertForMaskedLM", SMALL, state, layer_norm_eps=1e-5), ids,
                                                   attention_mask=mask)[1][real],
-                   }, hint="logits = decoder(norm(gelu(dense(hidden)))) + bias, for every token (slides 51, 58).")
+                   }, hint=tr("logits = decoder(norm(gelu(dense(hidden)))) + bias, for every token (slides 51, "
+                              "58)."))
     assert_close(_tensor(loss, what + " loss"), ref_loss, what=what + " loss", atol=ATOL, rtol=RTOL,
-                 hint="The loss is mlm_loss(logits, labels): the mean over the 4 labelled positions only.")
-    loss2, logits2 = _mlm_pair(without, "BertForMaskedLM(input_ids, attention_mask) without labels")
+                 hint=tr("The loss is mlm_loss(logits, labels): the mean over the 4 labelled positions only."))
+    loss2, logits2 = _mlm_pair(without, tr("BertForMaskedLM(input_ids, attention_mask) without labels"))
     if loss2 is not None:
-        raise AssertionError("BertForMaskedLM without labels should return (None, logits), the loss was not None")
-    assert_close(_tensor(logits2, "logits without labels")[real.numpy()], ref_logits[real],
-                 what="logits without labels", atol=ATOL, rtol=RTOL)
+        raise AssertionError(tr("BertForMaskedLM without labels should return (None, logits), the loss was not "
+                                "None"))
+    assert_close(_tensor(logits2, tr("logits without labels"))[real.numpy()], ref_logits[real],
+                 what=tr("logits without labels"), atol=ATOL, rtol=RTOL)
 
 
 def test_mlm_gradient_reaches_tied_embeddings(student):
@@ -434,13 +457,14 @@ def test_mlm_gradient_reaches_tied_embeddings(student):
     name = "bert.embeddings.word_embeddings.weight"
     got = reply["grads"].get(name)
     if got is None:
-        raise AssertionError(f"after loss.backward(), {name} has no gradient; is the loss a tensor computed from "
-                             "the model's logits (no .item(), no torch.no_grad)?")
+        raise AssertionError(tr("after loss.backward(), {name} has no gradient; is the loss a tensor computed "
+                                "from the model's logits (no .item(), no torch.no_grad)?", name=name))
     expected, untied = (_embedding_grad(state, ids, mask, labels, tie) for tie in (True, False))
-    assert_matches(got, expected, what=f"the gradient of {name}", atol=ATOL, rtol=1e-4, **MATCH, mistakes={
-        "With tied weights this matrix gets gradient from the input embedding AND from the output decoder; yours "
-        "gets only the first. Tie mlm_head.decoder.weight to it (the same Parameter, not a copy).": untied,
-    }, hint="If the logits and the loss are right, the gradient follows; check that nothing is detached.")
+    assert_matches(got, expected, what=tr("the gradient of {name}", name=name), atol=ATOL, rtol=1e-4, **MATCH,
+                   mistakes={
+        tr("With tied weights this matrix gets gradient from the input embedding AND from the output decoder; "
+           "yours gets only the first. Tie mlm_head.decoder.weight to it (the same Parameter, not a copy)."): untied,
+    }, hint=tr("If the logits and the loss are right, the gradient follows; check that nothing is detached."))
 
 
 def _embedding_grad(state, ids, mask, labels, tied):
@@ -468,7 +492,7 @@ def test_mlm_loss_values(student):
     """mlm_loss is the mean cross-entropy over labelled positions only"""
     logits, labels = _loss_case(18)
     reply = student.probe("loss_and_grad", logits=logits, labels=labels)
-    what = "mlm_loss(logits (3, 7, 11), labels with -100 at unlabelled positions)"
+    what = tr("mlm_loss(logits (3, 7, 11), labels with -100 at unlabelled positions)")
     got = _tensor(reply["loss"], what)
     x = logits.clone().requires_grad_(True)
     expected = R().mlm_loss(x, labels)
@@ -477,21 +501,22 @@ def test_mlm_loss_values(student):
     per_token = torch.nn.functional.cross_entropy(logits.reshape(-1, 11), labels.reshape(-1).clamp(min=0),
                                                   reduction="none").reshape(3, 7)
     assert_matches(got, expected.detach(), what=what, atol=1e-6, rtol=1e-5, **MATCH, mistakes={
-        "Your loss seems averaged over every position; -100 positions must not count, divide by the number of "
-        "labelled positions.": lambda: per_token[keep].sum() / labels.numel(),
-        "Your loss seems summed; BERT's loss is the mean over labelled positions.": lambda: per_token[keep].sum(),
-        "Your loss seems to include the -100 positions; skip them (ignore_index=-100 or a boolean mask).":
+        tr("Your loss seems averaged over every position; -100 positions must not count, divide by the number of "
+           "labelled positions."): lambda: per_token[keep].sum() / labels.numel(),
+        tr("Your loss seems summed; BERT's loss is the mean over labelled positions."): lambda: per_token[keep].sum(),
+        tr("Your loss seems to include the -100 positions; skip them (ignore_index=-100 or a boolean mask)."):
         lambda: per_token.mean(),
-    }, hint="Cross-entropy of the logits against the labels, only where label != -100, averaged (slide 58).")
+    }, hint=tr("Cross-entropy of the logits against the labels, only where label != -100, averaged (slide 58)."))
     if reply["grad"] is None:
-        raise AssertionError(f"{what} is not differentiable with respect to the logits; keep it a tensor in the graph")
-    assert_close(reply["grad"], x.grad, what=f"the gradient of {what}", atol=1e-6, rtol=1e-5,
-                 hint="Unlabelled positions must get zero gradient.")
+        raise AssertionError(tr("{what} is not differentiable with respect to the logits; keep it a tensor in "
+                                "the graph", what=what))
+    assert_close(reply["grad"], x.grad, what=tr("the gradient of {what}", what=what), atol=1e-6, rtol=1e-5,
+                 hint=tr("Unlabelled positions must get zero gradient."))
     changed = logits.clone()
     changed[~keep] = 50 * torch.randn(int((~keep).sum()), 11, generator=testing.torch_generator(27))
     again = _tensor(student.mlm_loss(changed, labels), what)
-    assert_close(again, got, what="mlm_loss after changing the logits only at -100 positions", atol=1e-6, rtol=1e-5,
-                 hint="Positions labelled -100 must not affect the loss.")
+    assert_close(again, got, what=tr("mlm_loss after changing the logits only at -100 positions"), atol=1e-6, rtol=1e-5,
+                 hint=tr("Positions labelled -100 must not affect the loss."))
 
 
 def test_mlm_loss_without_labels_is_zero(student):
@@ -499,14 +524,14 @@ def test_mlm_loss_without_labels_is_zero(student):
     logits, labels = _loss_case(19)
     labels[:] = -100
     reply = student.probe("loss_and_grad", logits=logits, labels=labels)
-    got = _tensor(reply["loss"], "mlm_loss with every label -100")
+    got = _tensor(reply["loss"], tr("mlm_loss with every label -100"))
     if np.isnan(got).any():
-        raise AssertionError("mlm_loss with every label -100 is NaN (0 / 0): a batch may have no masked token; "
-                             "return 0.0 then, e.g. divide by max(number of labelled positions, 1).")
-    assert_close(got, 0.0, what="mlm_loss with every label -100", atol=1e-7)
+        raise AssertionError(tr("mlm_loss with every label -100 is NaN (0 / 0): a batch may have no masked "
+                                "token; return 0.0 then, e.g. divide by max(number of labelled positions, 1)."))
+    assert_close(got, 0.0, what=tr("mlm_loss with every label -100"), atol=1e-7)
     if reply["grad"] is not None:
-        assert_close(reply["grad"], torch.zeros_like(logits), what="its gradient", atol=1e-7,
-                     hint="No labelled position: every gradient is zero, not NaN.")
+        assert_close(reply["grad"], torch.zeros_like(logits), what=tr("its gradient"), atol=1e-7,
+                     hint=tr("No labelled position: every gradient is zero, not NaN."))
 
 
 def test_mlm_loss_rejects_mismatched_shapes(student):
@@ -541,19 +566,22 @@ def _draws(student, ids, seeds, p=0.15, **extra):
     kwargs = dict(mask_id=MASK_ID, vocab_size=VOCAB, special_ids=SPECIALS, mlm_probability=p)
     r = student.probe("mask_draws", input_ids=ids, seeds=list(seeds), kwargs=kwargs, **extra)
     if "bad_return" in r:
-        raise AssertionError(f"mask_tokens should return the pair (inputs, labels) of tensors, got {r['bad_return']}")
+        raise AssertionError(tr("mask_tokens should return the pair (inputs, labels) of tensors, got "
+                                "{r_bad_return}", r_bad_return=r['bad_return']))
     S = len(seeds)
-    inputs = as_array(r["inputs"], "mask_tokens inputs")
-    labels = as_array(r["labels"], "mask_tokens labels")
-    assert_shape(inputs, (S, *ids.shape), what=f"{S} stacked mask_tokens inputs")
-    assert_shape(labels, (S, *ids.shape), what=f"{S} stacked mask_tokens labels")
+    inputs = as_array(r["inputs"], tr("mask_tokens inputs"))
+    labels = as_array(r["labels"], tr("mask_tokens labels"))
+    assert_shape(inputs, (S, *ids.shape), what=tr("{s} stacked mask_tokens inputs", s=S))
+    assert_shape(labels, (S, *ids.shape), what=tr("{s} stacked mask_tokens labels", s=S))
     return r, inputs.astype(np.int64), labels.astype(np.int64)
 
 
 def _within(observed, p, count, what, hint):
     sd = math.sqrt(p * (1 - p) / count)
     if abs(observed - p) > 5 * sd:
-        raise AssertionError(f"{what} is {observed:.4f} over {count} cases, expected {p:.4f} ± {5 * sd:.4f}. {hint}")
+        raise AssertionError(tr("{what} is {observed} over {count} cases, expected {p} ± {v_5_sd}. {hint}",
+                                what=what, observed=f"{observed:.4f}", count=count, p=f"{p:.4f}",
+                                v_5_sd=f"{5 * sd:.4f}", hint=hint))
 
 
 @pytest.mark.parametrize("p", [0.15, 0.4])
@@ -564,17 +592,18 @@ def test_mask_tokens_statistics(student, p):
     orig = np.broadcast_to(ids.numpy(), inputs.shape)
     ordinary = ~np.isin(orig, SPECIALS)
     picked = labels != -100
-    _within(picked[ordinary].mean(), p, int(ordinary.sum()), "the fraction of ordinary (non-special) tokens picked",
-            f"Each non-special token is picked independently with probability mlm_probability={p}; labels are -100 "
-            "at every position not picked.")
+    _within(picked[ordinary].mean(), p, int(ordinary.sum()), tr("the fraction of ordinary (non-special) tokens "
+                                                                "picked"),
+            tr("Each non-special token is picked independently with probability mlm_probability={p}; labels are "
+               "-100 at every position not picked.", p=p))
     n = int(picked.sum())
     became_mask = (inputs == MASK_ID) & picked
     kept = (inputs == orig) & picked
     p_mask, p_keep = 0.8 + 0.1 / VOCAB, 0.1 + 0.1 / VOCAB  # a random id may also be [MASK] or the original
-    _within(became_mask.sum() / n, p_mask, n, "the fraction of picked tokens replaced by [MASK]",
-            "80 % of the picked tokens become mask_id, 10 % a random id, 10 % stay (BERT's 80/10/10 rule).")
-    _within(kept.sum() / n, p_keep, n, "the fraction of picked tokens left unchanged",
-            "10 % of the picked tokens stay as they are (their label is still the original id).")
+    _within(became_mask.sum() / n, p_mask, n, tr("the fraction of picked tokens replaced by [MASK]"),
+            tr("80 % of the picked tokens become mask_id, 10 % a random id, 10 % stay (BERT's 80/10/10 rule)."))
+    _within(kept.sum() / n, p_keep, n, tr("the fraction of picked tokens left unchanged"),
+            tr("10 % of the picked tokens stay as they are (their label is still the original id)."))
 
 
 def test_mask_tokens_labels_and_specials(student):
@@ -587,18 +616,21 @@ def test_mask_tokens_labels_and_specials(student):
     if picked[special].any():
         k = np.argwhere(picked & special)[0]
         raise AssertionError(
-            f"mask_tokens picked a special token (id {orig[tuple(k)]} at row {k[1]}, position {k[2]}); special_ids "
-            f"{SPECIALS} ([PAD], [CLS], [SEP], ...) are never picked: their label stays -100 and they are not changed.")
+            tr("mask_tokens picked a special token (id {orig_tuple_k} at row {k_1}, position {k_2}); special_ids "
+               "{specials} ([PAD], [CLS], [SEP], ...) are never picked: their label stays -100 and they are not "
+               "changed.", orig_tuple_k=orig[tuple(k)], k_1=k[1], k_2=k[2], specials=SPECIALS))
     if (inputs[special] != orig[special]).any():
-        raise AssertionError("mask_tokens changed a special token; [CLS], [SEP] and [PAD] must stay as they are.")
+        raise AssertionError(tr("mask_tokens changed a special token; [CLS], [SEP] and [PAD] must stay as they "
+                                "are."))
     if (labels[picked] != orig[picked]).any():
-        raise AssertionError("at picked positions the label must be the ORIGINAL id (before [MASK] or a random id "
-                             "replaced it); take labels from input_ids, not from the corrupted inputs.")
+        raise AssertionError(tr("at picked positions the label must be the ORIGINAL id (before [MASK] or a "
+                                "random id replaced it); take labels from input_ids, not from the corrupted "
+                                "inputs."))
     if (inputs[~picked] != orig[~picked]).any():
-        raise AssertionError("mask_tokens changed a token that was not picked (its label is -100); only picked "
-                             "tokens are replaced.")
+        raise AssertionError(tr("mask_tokens changed a token that was not picked (its label is -100); only "
+                                "picked tokens are replaced."))
     if not picked.any():
-        raise AssertionError("mask_tokens with mlm_probability=0.5 picked nothing in 10 draws of (64, 32) ids")
+        raise AssertionError(tr("mask_tokens with mlm_probability=0.5 picked nothing in 10 draws of (64, 32) ids"))
 
 
 def test_mask_tokens_random_ids_are_uniform(student):
@@ -609,11 +641,12 @@ def test_mask_tokens_random_ids_are_uniform(student):
     replaced = (labels != -100) & (inputs != MASK_ID) & (inputs != orig)
     drawn = inputs[replaced]
     if drawn.size < 500:
-        raise AssertionError(f"only {drawn.size} random replacements in 60 draws at mlm_probability=0.5; about "
-                             "10 % of the picked tokens should get a random id")
+        raise AssertionError(tr("only {drawn_size} random replacements in 60 draws at mlm_probability=0.5; about "
+                                "10 % of the picked tokens should get a random id", drawn_size=drawn.size))
     if drawn.min() < 0 or drawn.max() >= VOCAB:
-        raise AssertionError(f"a random id {int(drawn.min() if drawn.min() < 0 else drawn.max())} is outside "
-                             f"[0, vocab_size={VOCAB})")
+        raise AssertionError(tr("a random id {int_drawn_min_if_drawn_m} is outside [0, vocab_size={vocab})",
+                                int_drawn_min_if_drawn_m=int(drawn.min() if drawn.min() < 0 else drawn.max()),
+                                vocab=VOCAB))
     # each replacement is uniform over the VOCAB - 2 ids other than its original and mask_id
     counts = np.bincount(drawn, minlength=VOCAB).astype(float)
     originals = orig[replaced]
@@ -627,10 +660,12 @@ def test_mask_tokens_random_ids_are_uniform(student):
     outside = (counts[:10].sum() + counts[30:].sum()) / len(drawn)
     if chi2 > limit:
         raise AssertionError(
-            f"the random replacement ids are not uniform over [0, vocab_size={VOCAB}): chi-square {chi2:.0f} with "
-            f"{df} degrees of freedom (limit {limit:.0f}); {outside:.0%} of them lie outside the ids of the batch "
-            f"(10..29), expected {(VOCAB - 21) / (VOCAB - 2):.0%}. Draw them with torch.randint(vocab_size, ...), "
-            "not from the batch's own ids or range.")
+            tr("the random replacement ids are not uniform over [0, vocab_size={vocab}): chi-square {chi2} with "
+               "{df} degrees of freedom (limit {limit}); {outside} of them lie outside the ids of the batch "
+               "(10..29), expected {vocab_21_vocab_2}. Draw them with torch.randint(vocab_size, ...), not from "
+               "the batch's own ids or range.",
+               vocab=VOCAB, chi2=f"{chi2:.0f}", df=df, limit=f"{limit:.0f}", outside=f"{outside:.0%}",
+               vocab_21_vocab_2=f"{(VOCAB - 21) / (VOCAB - 2):.0%}"))
 
 
 def test_mask_tokens_does_not_modify_input(student):
@@ -638,10 +673,10 @@ def test_mask_tokens_does_not_modify_input(student):
     ids = _mask_input(seed=24)
     r, _, labels = _draws(student, ids, [5], p=0.5)
     if not r["input_unchanged"] or r["aliases_input"]:
-        raise AssertionError("mask_tokens modified input_ids in place (or returned it): work on a copy, "
-                             "inputs = input_ids.clone(); the caller still needs the original ids.")
+        raise AssertionError(tr("mask_tokens modified input_ids in place (or returned it): work on a copy, "
+                                "inputs = input_ids.clone(); the caller still needs the original ids."))
     if not (labels != -100).any():
-        raise AssertionError("mask_tokens with mlm_probability=0.5 picked no token")
+        raise AssertionError(tr("mask_tokens with mlm_probability=0.5 picked no token"))
 
 
 def test_mask_tokens_uses_the_generator(student):
@@ -650,15 +685,15 @@ def test_mask_tokens_uses_the_generator(student):
     r, inputs, labels = _draws(student, ids, [7, 7, 8], global_seed=3)
     glob = r["global"]
     if not (isinstance(glob, list) and len(glob) == 2):
-        raise AssertionError("mask_tokens(..., generator=None) should return (inputs, labels) drawn from torch's "
-                             "global generator")
+        raise AssertionError(tr("mask_tokens(..., generator=None) should return (inputs, labels) drawn from "
+                                "torch's global generator"))
     for value, name in zip(glob, ("inputs", "labels")):
         assert_shape(value, tuple(ids.shape), what=f"mask_tokens(..., generator=None) {name}")
     if not (np.array_equal(inputs[0], inputs[1]) and np.array_equal(labels[0], labels[1])):
-        raise AssertionError("two calls with torch.Generator().manual_seed(7) gave different results: pass "
-                             "generator=generator to every torch.rand/bernoulli/randint call.")
+        raise AssertionError(tr("two calls with torch.Generator().manual_seed(7) gave different results: pass "
+                                "generator=generator to every torch.rand/bernoulli/randint call."))
     if np.array_equal(labels[0], labels[2]):
-        raise AssertionError("seeds 7 and 8 gave the same picks: the generator seems unused.")
+        raise AssertionError(tr("seeds 7 and 8 gave the same picks: the generator seems unused."))
 
 
 # ----------------------------------------------------------------------------- learning
@@ -709,11 +744,11 @@ def test_mlm_learns_the_corpus(student, mlm_task):
     _check_load(reply, "BertForMaskedLM")
     losses = reply["losses"]
     if not all(math.isfinite(x) for x in losses):
-        raise AssertionError("the training loss became NaN or inf; check mlm_loss and the attention mask")
+        raise AssertionError(tr("the training loss became NaN or inf; check mlm_loss and the attention mask"))
     # the held-out sentences are public (data/mlm_valid.txt): the grader predicts them itself, with the reference
     # model holding the weights your code trained, so no answer comes from a look-up in your forward
     model = testing.load_trained(R().BertForMaskedLM(**t["init"]), reply["state"],
-                                 f"BertForMaskedLM after {TRAIN_STEPS} training steps")
+                                 tr("BertForMaskedLM after {train_steps} training steps", train_steps=TRAIN_STEPS))
     batch = t["eval_batch"]
     with torch.no_grad():
         logits = model(batch["input_ids"], attention_mask=batch["attention_mask"])[1]
@@ -725,18 +760,21 @@ def test_mlm_learns_the_corpus(student, mlm_task):
     first, last = np.mean(losses[:10]), np.mean(losses[-10:])
     if accuracy < MIN_ACCURACY:
         raise AssertionError(
-            f"after {TRAIN_STEPS} AdamW steps (lr {TRAIN_LR}) on the stage's corpus, the model predicts "
-            f"{accuracy:.0%} of the masked words of held-out sentences, expected at least {MIN_ACCURACY:.0%} "
-            f"(always guessing the most frequent word gives {baseline:.0%}); the mean loss went from {first:.2f} "
-            f"to {last:.2f}. Check that the loss uses the labels, that the head is tied and that gradients flow "
-            "(no .detach() or torch.no_grad in forward).")
+            tr("after {train_steps} AdamW steps (lr {train_lr}) on the stage's corpus, the model predicts "
+               "{accuracy} of the masked words of held-out sentences, expected at least {min_accuracy} (always "
+               "guessing the most frequent word gives {baseline}); the mean loss went from {first} to {last}. "
+               "Check that the loss uses the labels, that the head is tied and that gradients flow (no .detach() "
+               "or torch.no_grad in forward).",
+               train_steps=TRAIN_STEPS, train_lr=TRAIN_LR, accuracy=f"{accuracy:.0%}",
+               min_accuracy=f"{MIN_ACCURACY:.0%}", baseline=f"{baseline:.0%}", first=f"{first:.2f}",
+               last=f"{last:.2f}"))
 
 
 
 # ----------------------------------------------------------------------------- every size, calls in a row
 
-BATCH, TOKENS = Axis("B", 2, 3, "a batch of one"), Axis("n", 3, 8, "a sequence of one token")
-HEADS = Axis("h", 2, 2, "one head")
+BATCH, TOKENS = Axis("B", 2, 3, tr("a batch of one")), Axis("n", 3, 8, tr("a sequence of one token"))
+HEADS = Axis("h", 2, 2, tr("one head"))
 SIZED_VOCAB = 20
 
 
@@ -790,8 +828,8 @@ def _module_sizes(student, name):
         want, got = item
         if name == "BertForMaskedLM":
             (want_loss, want), (got_loss, got) = want, _mlm_pair(got, name)
-            assert_close(_tensor(got_loss, "the loss"), want_loss, what="the loss", atol=ATOL, rtol=RTOL)
-        assert_close(_tensor(got, f"{name}.forward"), want, what="the output", atol=ATOL, rtol=RTOL)
+            assert_close(_tensor(got_loss, tr("the loss")), want_loss, what=tr("the loss"), atol=ATOL, rtol=RTOL)
+        assert_close(_tensor(got, f"{name}.forward"), want, what=tr("the output"), atol=ATOL, rtol=RTOL)
 
     check_sizes(axes, lambda batch: in_groups(batch, init_of, run_group), check, what=name, together=True)
 
@@ -815,15 +853,17 @@ def _mask_tokens_sizes(student):
     def check(item, _sizes):
         ids, specials, reply = item
         if "bad_return" in reply:
-            raise AssertionError(f"it returned {reply['bad_return']}, not the pair (inputs, labels) of tensors")
+            raise AssertionError(tr("it returned {reply_bad_return}, not the pair (inputs, labels) of tensors",
+                                    reply_bad_return=reply['bad_return']))
         special = torch.isin(ids, torch.tensor(specials))
-        inputs = assert_shape(reply["inputs"][0], tuple(ids.shape), what="the corrupted inputs")
+        inputs = assert_shape(reply["inputs"][0], tuple(ids.shape), what=tr("the corrupted inputs"))
         assert_close(reply["labels"][0], torch.where(special, torch.full_like(ids, -100), ids),
-                     what=f"the labels with mlm_probability=1 and special_ids={specials}", atol=0, rtol=0,
-                     hint="Every token that is not special is picked; special tokens keep the label -100.")
-        assert_close(inputs[special.numpy()], ids[special], what="the special tokens in the inputs", atol=0, rtol=0)
+                     what=tr("the labels with mlm_probability=1 and special_ids={specials}", specials=specials),
+                     atol=0, rtol=0,
+                     hint=tr("Every token that is not special is picked; special tokens keep the label -100."))
+        assert_close(inputs[special.numpy()], ids[special], what=tr("the special tokens in the inputs"), atol=0, rtol=0)
 
-    check_sizes([BATCH, TOKENS, Axis("specials", 2, 5, "one special id")], run, check, what="mask_tokens")
+    check_sizes([BATCH, TOKENS, Axis("specials", 2, 5, tr("one special id"))], run, check, what="mask_tokens")
 
 
 def _mlm_loss_sizes(student):
@@ -841,9 +881,9 @@ def _mlm_loss_sizes(student):
 
     def check(item, _sizes):
         want, reply = item
-        assert_close(_tensor(reply["loss"], "mlm_loss"), want, what="the loss", atol=1e-6, rtol=1e-5)
+        assert_close(_tensor(reply["loss"], "mlm_loss"), want, what=tr("the loss"), atol=1e-6, rtol=1e-5)
 
-    check_sizes([BATCH, TOKENS, Axis("V", 5, 9, "a vocabulary of one word")], run, check, what="mlm_loss")
+    check_sizes([BATCH, TOKENS, Axis("V", 5, 9, tr("a vocabulary of one word"))], run, check, what="mlm_loss")
 
 
 @pytest.mark.parametrize("name", [*MODULE_SIZES, "mask_tokens", "mlm_loss"])

@@ -61,6 +61,7 @@ from grader.engine.testing import (
     raises_student,
     reference,
 )
+from grader.i18n import tr
 from grader.lab import pretrained
 
 STAGE = "a08_sentiment"
@@ -137,9 +138,11 @@ def _batch(B, n, seed, lengths=None, fixed=False):
 def _check_load(reply):
     if reply.get("unexpected") or reply.get("load_error"):
         raise AssertionError(
-            "the head's weights could not be loaded into your SentimentClassifier "
-            f"(unexpected names {reply.get('unexpected')}, {reply.get('load_error') or 'no shape problem'}). "
-            "The contract's names: `encoder`, `dropout` (nn.Dropout), `classifier` (nn.Linear(H, num_classes)).")
+            tr("the head's weights could not be loaded into your SentimentClassifier (unexpected names "
+               "{reply_get_unexpected}, {reply_get_load_error_or}). The contract's names: `encoder`, `dropout` "
+               "(nn.Dropout), `classifier` (nn.Linear(H, num_classes)).",
+               reply_get_unexpected=reply.get('unexpected'),
+               reply_get_load_error_or=reply.get('load_error') or 'no shape problem'))
 
 
 def _tensor(value, what):
@@ -149,24 +152,27 @@ def _tensor(value, what):
 def _losses(reply, epochs, what):
     losses = reply["losses"]
     if isinstance(losses, dict):
-        raise AssertionError(f"{what} returned a {losses['not_a_list']}; it must return a list with one float "
-                             "per epoch (the epoch's mean training loss)")
+        raise AssertionError(tr("{what} returned a {losses_not_a_list}; it must return a list with one float per "
+                                "epoch (the epoch's mean training loss)",
+                                what=what, losses_not_a_list=losses['not_a_list']))
     if len(losses) != epochs:
-        raise AssertionError(f"{what} returned {len(losses)} losses for epochs={epochs}; return one number "
-                             "per epoch, not one per batch or step")
+        raise AssertionError(tr("{what} returned {len_losses} losses for epochs={epochs}; return one number per "
+                                "epoch, not one per batch or step",
+                                what=what, len_losses=len(losses), epochs=epochs))
     if any(v is None for v in losses):
-        raise AssertionError(f"{what} returned {losses}: every entry must be a number (use loss.item())")
+        raise AssertionError(tr("{what} returned {losses}: every entry must be a number (use loss.item())",
+                                what=what, losses=losses))
     if not all(math.isfinite(v) for v in losses):
-        raise AssertionError(f"{what} returned non-finite losses {losses}")
+        raise AssertionError(tr("{what} returned non-finite losses {losses}", what=what, losses=losses))
     return losses
 
 
-HINT_PADDING = ("Padding positions were averaged in: multiply by the attention mask before summing and divide by "
-                "the number of real tokens (mask.sum), not by n (slide 67).")
-HINT_CLS_LAST = ('pooling="cls" seems to take the last position; [CLS] is the first token: hidden[:, 0] '
-                 "(slide 67).")
-HINT_NO_MASK = ("The encoder seems to run without the attention mask: pass attention_mask to the encoder so no "
-                "token attends to padding, and use it for mean pooling.")
+HINT_PADDING = (tr("Padding positions were averaged in: multiply by the attention mask before summing and divide "
+                   "by the number of real tokens (mask.sum), not by n (slide 67)."))
+HINT_CLS_LAST = (tr('pooling="cls" seems to take the last position; [CLS] is the first token: hidden[:, 0] '
+                    "(slide 67)."))
+HINT_NO_MASK = (tr("The encoder seems to run without the attention mask: pass attention_mask to the encoder so "
+                   "no token attends to padding, and use it for mean pooling."))
 
 
 # ----------------------------------------------------------------------------- mean_pool
@@ -183,9 +189,9 @@ def test_mean_pool_values(student, dtype):
     expected = R().mean_pool(hidden, mask)
     assert_matches(out, expected, what=what, atol=ATOL, rtol=ATOL, **MATCH,
                    mistakes={HINT_PADDING: lambda: hidden.mean(dim=1),
-                             "The sum over real tokens was not divided by their number.":
+                             tr("The sum over real tokens was not divided by their number."):
                              lambda: (hidden * mask.float()[..., None]).sum(1)},
-                   hint="Row b is hidden[b, mask[b] == 1].mean(0); the mask may be bool, int or float.")
+                   hint=tr("Row b is hidden[b, mask[b] == 1].mean(0); the mask may be bool, int or float."))
 
 
 def test_mean_pool_all_padding_row_is_zero(student):
@@ -195,10 +201,10 @@ def test_mean_pool_all_padding_row_is_zero(student):
     what = "mean_pool(hidden (2, 4, 3), attention_mask [[1, 1, 0, 0], [0, 0, 0, 0]])"
     out = assert_shape(student.mean_pool(hidden, mask), (2, 3), what=what)
     if np.isnan(out).any():
-        raise AssertionError(f"{what} gives NaN for the row without real tokens: 0 / 0. Divide by "
-                             "mask.sum(...).clamp(min=1) so that such a row becomes zeros.")
+        raise AssertionError(tr("{what} gives NaN for the row without real tokens: 0 / 0. Divide by "
+                                "mask.sum(...).clamp(min=1) so that such a row becomes zeros.", what=what))
     assert_close(out, R().mean_pool(hidden, mask), what=what, atol=ATOL, rtol=ATOL,
-                 hint="The second row has no real token: the contract says its result is a zero vector.")
+                 hint=tr("The second row has no real token: the contract says its result is a zero vector."))
 
 
 def test_mean_pool_rejects_bad_shapes(student):
@@ -213,22 +219,24 @@ def test_classifier_structure(student):
     """SentimentClassifier has encoder, dropout and classifier = nn.Linear(H, num_classes)"""
     spec, _ = _tiny_encoder()
     s = student.probe("structure", encoder=spec, classifier=dict(num_classes=3, pooling="mean", dropout=0.25))
-    what = "SentimentClassifier(encoder with hidden_size=16, num_classes=3, dropout=0.25)"
+    what = tr("SentimentClassifier(encoder with hidden_size=16, num_classes=3, dropout=0.25)")
     if not s["is_module"]:
-        raise AssertionError(f"{what} is not an nn.Module: subclass nn.Module and call super().__init__()")
+        raise AssertionError(tr("{what} is not an nn.Module: subclass nn.Module and call super().__init__()",
+                                what=what))
     if not s["encoder_is_given"]:
-        raise AssertionError(f"{what}: self.encoder must be the encoder you were given (not a copy or a new one), "
-                             "so that fine-tuning updates the pretrained weights")
+        raise AssertionError(tr("{what}: self.encoder must be the encoder you were given (not a copy or a new "
+                                "one), so that fine-tuning updates the pretrained weights", what=what))
     if not s["encoder_params_in_model"]:
-        raise AssertionError(f"{what}: the encoder's parameters are not among model.parameters(); keep it as a "
-                             "submodule (self.encoder = encoder) so the optimiser fine-tunes it")
+        raise AssertionError(tr("{what}: the encoder's parameters are not among model.parameters(); keep it as a "
+                                "submodule (self.encoder = encoder) so the optimiser fine-tunes it", what=what))
     head = s["classifier"]
     if head is None or (head["in"], head["out"]) != (16, 3) or not head["bias"]:
-        raise AssertionError(f"{what}: `classifier` should be nn.Linear(16, 3) with a bias, got {head} "
-                             f"(submodules: {s['children']}); its input size is encoder.hidden_size")
+        raise AssertionError(tr("{what}: `classifier` should be nn.Linear(16, 3) with a bias, got {head} "
+                                "(submodules: {s_children}); its input size is encoder.hidden_size",
+                                what=what, head=head, s_children=s['children']))
     if s["dropout"] is None or s["dropout"]["p"] != pytest.approx(0.25):
-        raise AssertionError(f"{what}: `dropout` should be nn.Dropout(p=0.25), got {s['dropout']} "
-                             f"(submodules: {s['children']})")
+        raise AssertionError(tr("{what}: `dropout` should be nn.Dropout(p=0.25), got {s_dropout} (submodules: "
+                                "{s_children})", what=what, s_dropout=s['dropout'], s_children=s['children']))
 
 
 def test_classifier_rejects_unknown_pooling(student):
@@ -280,8 +288,9 @@ def test_classifier_logits_pretrained(student, minilm, pooling):
     reply = student.probe("logits", encoder=minilm["spec"], classifier=kwargs, head_state=head,
                           calls=[{"args": [ids, mask]}])
     _check_load(reply)
-    what = (f"SentimentClassifier(MiniLM, {', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) "
-            f"in eval mode on {len(TWEETS)} padded tweets")
+    what = (tr("SentimentClassifier(MiniLM, {join_f_k_v_r_for_k_v_in}) in eval mode on {len_tweets} padded tweets",
+               join_f_k_v_r_for_k_v_in=', '.join(f'{k}={v!r}' for k, v in kwargs.items()),
+               len_tweets=len(TWEETS)))
     out = assert_shape(_tensor(reply["results"][0], what), (len(TWEETS), num_classes), what=what)
     model = _reference_classifier(minilm["encoder"], head, **kwargs)
     with torch.no_grad():
@@ -297,21 +306,21 @@ def test_classifier_logits_pretrained(student, minilm, pooling):
     effective = "cls" if pooling == "default" else pooling
     mistakes = [  # (description, value) pairs: HINT_NO_MASK covers two variants
         (HINT_CLS_LAST, lambda: hidden[:, -1] @ W.T + b),
-        ('pooling="cls" seems to take the last real token ([SEP]); [CLS] is the first token: hidden[:, 0].',
+        (tr('pooling="cls" seems to take the last real token ([SEP]); [CLS] is the first token: hidden[:, 0].'),
          lambda: hidden[torch.arange(len(ids)), lengths - 1] @ W.T + b),
         (HINT_PADDING, lambda: hidden.mean(1) @ W.T + b),
         (HINT_NO_MASK, lambda: (bare()[:, 0] if effective == "cls" else bare().mean(1)) @ W.T + b),
         (HINT_NO_MASK, lambda: R().mean_pool(bare(), mask) @ W.T + b),
     ]
     if effective == "cls":
-        mistakes.append(('You seem to use mean pooling; the default and pooling="cls" take the [CLS] vector, '
-                         "hidden[:, 0].", lambda: R().mean_pool(hidden, mask) @ W.T + b))
+        mistakes.append((tr('You seem to use mean pooling; the default and pooling="cls" take the [CLS] vector, '
+                            "hidden[:, 0]."), lambda: R().mean_pool(hidden, mask) @ W.T + b))
     else:
-        mistakes.append(('pooling="mean" seems to take the [CLS] vector; it must average the real tokens with '
-                         "mean_pool.", lambda: hidden[:, 0] @ W.T + b))
+        mistakes.append((tr('pooling="mean" seems to take the [CLS] vector; it must average the real tokens with '
+                            "mean_pool."), lambda: hidden[:, 0] @ W.T + b))
     assert_matches(out, expected, what=what, atol=PRETRAINED_ATOL, rtol=0, **MATCH, mistakes=mistakes,
-                   hint="logits = classifier(dropout(pooled)), pooled from encoder(input_ids, "
-                        "attention_mask=attention_mask) (slides 67, 71).")
+                   hint=tr("logits = classifier(dropout(pooled)), pooled from encoder(input_ids, "
+                           "attention_mask=attention_mask) (slides 67, 71)."))
 
 
 def test_classifier_without_mask_means_all_real(student):
@@ -322,12 +331,12 @@ def test_classifier_without_mask_means_all_real(student):
     reply = student.probe("logits", encoder=spec, classifier=dict(pooling="mean"), head_state=head,
                           calls=[{"args": [ids]}])
     _check_load(reply)
-    what = 'SentimentClassifier(encoder, pooling="mean")(input_ids (3, 7)) with attention_mask=None'
+    what = tr('SentimentClassifier(encoder, pooling="mean")(input_ids (3, 7)) with attention_mask=None')
     out = assert_shape(_tensor(reply["results"][0], what), (3, 2), what=what)
     with torch.no_grad():
         expected = _reference_classifier(enc, head, pooling="mean")(ids, torch.ones_like(ids))
     assert_close(out, expected, what=what, atol=ATOL, rtol=ATOL,
-                 hint="attention_mask=None means every token is real: use torch.ones_like(input_ids).")
+                 hint=tr("attention_mask=None means every token is real: use torch.ones_like(input_ids)."))
 
 
 def test_dropout_only_in_training(student):
@@ -341,20 +350,21 @@ def test_dropout_only_in_training(student):
     _check_load(train)
     evals = student.probe("logits", encoder=spec, classifier=cfg, head_state=head, calls=calls[:2], train=False)
     what = 'SentimentClassifier(encoder, pooling="cls", dropout=0.5)'
-    e0 = _tensor(evals["results"][0], f"{what} in eval mode")
-    e1 = _tensor(evals["results"][1], f"{what} in eval mode")
+    e0 = _tensor(evals["results"][0], tr("{what} in eval mode", what=what))
+    e1 = _tensor(evals["results"][1], tr("{what} in eval mode", what=what))
     if not np.allclose(e0, e1, atol=1e-6):
-        raise AssertionError(f"{what} in eval mode gives different logits for the same input: dropout must be off "
-                             "after model.eval(). Use the nn.Dropout module self.dropout (F.dropout(x, p) is always "
-                             "on unless you pass training=self.training).")
+        raise AssertionError(tr("{what} in eval mode gives different logits for the same input: dropout must be "
+                                "off after model.eval(). Use the nn.Dropout module self.dropout (F.dropout(x, p) "
+                                "is always on unless you pass training=self.training).", what=what))
     with torch.no_grad():
         expected = _reference_classifier(enc, head, **cfg)(ids, mask)
-    assert_close(e0, expected, what=f"{what} in eval mode", atol=ATOL, rtol=ATOL,
-                 hint="In eval mode dropout does nothing: logits = classifier(pooled).")
-    runs = [_tensor(r, f"{what} in training mode") for r in train["results"]]
+    assert_close(e0, expected, what=tr("{what} in eval mode", what=what), atol=ATOL, rtol=ATOL,
+                 hint=tr("In eval mode dropout does nothing: logits = classifier(pooled)."))
+    runs = [_tensor(r, tr("{what} in training mode", what=what)) for r in train["results"]]
     if all(np.allclose(r, runs[0], atol=1e-6) for r in runs[1:]):
-        raise AssertionError(f"{what} in training mode gave the same logits 12 times: the dropout (p=0.5) is not "
-                             "applied. Apply self.dropout to the pooled vector before the classifier (slide 71).")
+        raise AssertionError(tr("{what} in training mode gave the same logits 12 times: the dropout (p=0.5) is "
+                                "not applied. Apply self.dropout to the pooled vector before the classifier "
+                                "(slide 71).", what=what))
 
 
 # ----------------------------------------------------------------------------- train_classifier
@@ -379,11 +389,12 @@ def test_train_returns_per_epoch_mean_loss(student):
     what = "train_classifier(model, 10 examples, epochs=2, lr=0.0, batch_size=4)"
     losses = _losses(reply, 2, what)
     expected = _reference_losses(enc, head, cfg, ids, mask, labels)
-    assert_close(np.array(losses), np.array([expected, expected]), what=f"{what}: the returned per-epoch losses",
+    assert_close(np.array(losses), np.array([expected, expected]), what=tr("{what}: the returned per-epoch losses",
+                                                                           what=what),
                  atol=1e-5, rtol=1e-5,
-                 hint="With lr=0 nothing changes, so each epoch's loss is the mean cross-entropy of the 10 "
-                      "examples. The batches hold 4, 4 and 2 examples: averaging the 3 batch means gives the last "
-                      "2 examples double weight. Add loss.item() * batch size per batch, divide by N.")
+                 hint=tr("With lr=0 nothing changes, so each epoch's loss is the mean cross-entropy of the 10 "
+                         "examples. The batches hold 4, 4 and 2 examples: averaging the 3 batch means gives the "
+                         "last 2 examples double weight. Add loss.item() * batch size per batch, divide by N."))
 
 
 def test_train_switches_modes(student):
@@ -395,15 +406,17 @@ def test_train_switches_modes(student):
                           input_ids=ids, attention_mask=mask, labels=labels,
                           train_kwargs=dict(epochs=1, lr=1e-3, batch_size=4, seed=0), start_mode="eval")
     _check_load(reply)
-    what = "train_classifier(model given in eval mode, ...)"
+    what = tr("train_classifier(model given in eval mode, ...)")
     _losses(reply, 1, what)
     modes = reply["forward_modes"]
     if modes and not all(modes):
-        raise AssertionError(f"{what}: {modes.count(False)} of {len(modes)} training forwards ran in eval mode. "
-                             "Call model.train() before the loop so dropout is on while fine-tuning.")
+        raise AssertionError(tr("{what}: {modes_count_false} of {len_modes} training forwards ran in eval mode. "
+                                "Call model.train() before the loop so dropout is on while fine-tuning.",
+                                what=what, modes_count_false=modes.count(False), len_modes=len(modes)))
     if reply["training_after"] or reply["modules_training_after"]:
-        raise AssertionError(f"{what} left the model in training mode ({reply['modules_training_after'][:4]} still "
-                             "train): call model.eval() before returning, so predictions afterwards have no dropout.")
+        raise AssertionError(tr("{what} left the model in training mode ({reply_modules_training_a} still "
+                                "train): call model.eval() before returning, so predictions afterwards have no "
+                                "dropout.", what=what, reply_modules_training_a=reply['modules_training_after'][:4]))
 
 
 def test_train_is_reproducible_with_seed(student):
@@ -417,19 +430,20 @@ def test_train_is_reproducible_with_seed(student):
                   eval_inputs={"input_ids": ids, "attention_mask": mask})
     runs = [student.probe("train", global_seed=g, **common) for g in (11, 22)]
     _check_load(runs[0])
-    what = "two calls of train_classifier(..., seed=3) on the same starting model"
+    what = tr("two calls of train_classifier(..., seed=3) on the same starting model")
     a, b = (_losses(r, 2, "train_classifier(..., epochs=2)") for r in runs)
     if not runs[0]["changed"]:
-        raise AssertionError("train_classifier(lr=1e-2) did not change any parameter: call optimizer.step() after "
-                             "loss.backward(), with AdamW over model.parameters()")
+        raise AssertionError(tr("train_classifier(lr=1e-2) did not change any parameter: call optimizer.step() "
+                                "after loss.backward(), with AdamW over model.parameters()"))
     if not np.allclose(a, b, rtol=1e-6, atol=1e-7):
-        raise AssertionError(f"{what} returned different losses {a} and {b}. Seed everything random from `seed`: "
-                             "torch.manual_seed(seed) (dropout masks) and the shuffling, e.g. "
-                             "torch.randperm(N, generator=torch.Generator().manual_seed(seed)).")
-    la, lb = (_tensor(r["eval_logits"], "the trained model's logits") for r in runs)
+        raise AssertionError(tr("{what} returned different losses {a} and {b}. Seed everything random from "
+                                "`seed`: torch.manual_seed(seed) (dropout masks) and the shuffling, e.g. "
+                                "torch.randperm(N, generator=torch.Generator().manual_seed(seed)).",
+                                what=what, a=a, b=b))
+    la, lb = (_tensor(r["eval_logits"], tr("the trained model's logits")) for r in runs)
     if not np.allclose(la, lb, rtol=1e-5, atol=1e-6):
-        raise AssertionError(f"{what} gave models with different predictions: seed the dropout "
-                             "(torch.manual_seed(seed)) and the shuffling from `seed`.")
+        raise AssertionError(tr("{what} gave models with different predictions: seed the dropout "
+                                "(torch.manual_seed(seed)) and the shuffling from `seed`.", what=what))
 
 
 def _toy_task(n=64, length=8, seed=10, reps=3):
@@ -456,15 +470,17 @@ def test_train_learns_a_toy_task(student):
                           labels=labels, train_kwargs=dict(epochs=6, lr=1e-2, batch_size=8, seed=0),
                           eval_inputs={"input_ids": ids, "attention_mask": mask})
     _check_load(reply)
-    what = "train_classifier(64 toy examples, epochs=6, lr=1e-2, batch_size=8)"
+    what = tr("train_classifier(64 toy examples, epochs=6, lr=1e-2, batch_size=8)")
     losses = _losses(reply, 6, what)
-    logits = _tensor(reply["eval_logits"], "the trained model's logits")
+    logits = _tensor(reply["eval_logits"], tr("the trained model's logits"))
     acc = float((logits.argmax(-1) == labels.numpy()).mean())
     if not losses[-1] < losses[0] or acc < 0.9:
-        raise AssertionError(f"{what}: losses {[round(x, 3) for x in losses]}, training accuracy {acc:.2f} (the "
-                             "reference reaches 1.00). Per batch: logits = model(ids, mask); loss = "
-                             "F.cross_entropy(logits, labels); optimizer.zero_grad(); loss.backward(); "
-                             "optimizer.step() (AdamW over model.parameters(), lr=lr).")
+        raise AssertionError(tr("{what}: losses {round_x_3_for_x_in_losse}, training accuracy {acc} (the "
+                                "reference reaches 1.00). Per batch: logits = model(ids, mask); loss = "
+                                "F.cross_entropy(logits, labels); optimizer.zero_grad(); loss.backward(); "
+                                "optimizer.step() (AdamW over model.parameters(), lr=lr).",
+                                what=what, round_x_3_for_x_in_losse=[round(x, 3) for x in losses],
+                                acc=f"{acc:.2f}"))
 
 
 # ----------------------------------------------------------------------------- predict
@@ -483,21 +499,23 @@ def test_predict_matches_eval_argmax(student):
     reply = student.probe("predict", encoder=spec, classifier=cfg, head_state=head, input_ids=ids,
                           attention_mask=mask, batch_size=3, start_mode="train")
     _check_load(reply)
-    what = "predict(model left in training mode, 10 examples, batch_size=3)"
+    what = tr("predict(model left in training mode, 10 examples, batch_size=3)")
     pred = assert_shape(_tensor(reply["pred"], what), (10,), what=what)
     if pred.dtype != np.int64:
-        raise AssertionError(f"{what} returned {pred.dtype} values; the contract asks for a LongTensor of class "
-                             "ids: logits.argmax(dim=-1)")
+        raise AssertionError(tr("{what} returned {pred_dtype} values; the contract asks for a LongTensor of "
+                                "class ids: logits.argmax(dim=-1)", what=what, pred_dtype=pred.dtype))
     model = _reference_classifier(enc.eval(), head, **cfg)
     with torch.no_grad():
         expected = model(ids, mask).argmax(-1).numpy()
     if not np.array_equal(pred, expected):
         wrong = np.flatnonzero(pred != expected).tolist()
-        hint = ("Some forwards ran in training mode (dropout on): call model.eval() first."
+        hint = (tr("Some forwards ran in training mode (dropout on): call model.eval() first.")
                 if any(c["training"] for c in reply["calls"]) else
-                "Each prediction is the argmax over the classes (dim=-1) of that row's logits.")
-        raise AssertionError(f"{what}: rows {wrong} differ from the eval-mode argmax {expected.tolist()}, got "
-                             f"{pred.tolist()}. {hint}")
+                tr("Each prediction is the argmax over the classes (dim=-1) of that row's logits."))
+        raise AssertionError(tr("{what}: rows {wrong} differ from the eval-mode argmax {expected_tolist}, got "
+                                "{pred_tolist}. {hint}",
+                                what=what, wrong=wrong, expected_tolist=expected.tolist(),
+                                pred_tolist=pred.tolist(), hint=hint))
 
 
 def test_predict_without_gradients_in_batches(student):
@@ -509,12 +527,12 @@ def test_predict_without_gradients_in_batches(student):
     what = "predict(10 examples, batch_size=3)"
     calls = reply["calls"]
     if any(c["grad"] for c in calls):
-        raise AssertionError(f"{what} ran the model with gradient tracking on: wrap the loop in torch.no_grad() "
-                             "(no graph is built, memory stays small).")
+        raise AssertionError(tr("{what} ran the model with gradient tracking on: wrap the loop in "
+                                "torch.no_grad() (no graph is built, memory stays small).", what=what))
     sizes = [c["batch"] for c in calls]
     if sum(sizes) != 10 or max(sizes, default=0) > 3:
-        raise AssertionError(f"{what} ran the model on batches of {sizes} rows; expected batches of at most 3 "
-                             "covering the 10 rows once (3, 3, 3, 1).")
+        raise AssertionError(tr("{what} ran the model on batches of {sizes} rows; expected batches of at most 3 "
+                                "covering the 10 rows once (3, 3, 3, 1).", what=what, sizes=sizes))
 
 
 # ----------------------------------------------------------------------------- end to end (slow)
@@ -542,7 +560,8 @@ def hidden_tweets():
     the split is drawn (grader/authoring/secret.py, pool_tweets; a project test recomputes it)."""
     labels = np.array([r["label"] for r in _jsonl(paths.HIDDEN_DATA / f"{STAGE}_test.jsonl")])
     pooled = np.load(paths.HIDDEN_DATA / f"{STAGE}_test_pooled.npy", allow_pickle=False)
-    assert pooled.shape == (len(labels), 384), f"{STAGE}_test_pooled.npy does not fit the split: run `make secret`"
+    assert pooled.shape == (len(labels), 384), tr("{stage}_test_pooled.npy does not fit the split: run `make "
+                                                  "secret`", stage=STAGE)
     return pooled, labels
 
 
@@ -552,15 +571,17 @@ def _fine_tuned_head(student, minilm, ids, mask, labels, train_kwargs, what):
                           train_data={"input_ids": ids, "attention_mask": mask, "labels": labels},
                           train_kwargs=train_kwargs, freeze_encoder=True)
     if reply["missing"]:
-        raise AssertionError(f"{what}: the trained model's state_dict has no {reply['missing']}. The contract's "
-                             "head is `classifier` = nn.Linear(encoder.hidden_size, num_classes); its trained "
-                             "weights are what the grader labels the hidden tweets with.")
-    weight = _tensor(reply["head"]["classifier.weight"], "classifier.weight after training")
-    bias = _tensor(reply["head"]["classifier.bias"], "classifier.bias after training")
+        raise AssertionError(tr("{what}: the trained model's state_dict has no {reply_missing}. The contract's "
+                                "head is `classifier` = nn.Linear(encoder.hidden_size, num_classes); its trained "
+                                "weights are what the grader labels the hidden tweets with.",
+                                what=what, reply_missing=reply['missing']))
+    weight = _tensor(reply["head"]["classifier.weight"], tr("classifier.weight after training"))
+    bias = _tensor(reply["head"]["classifier.bias"], tr("classifier.bias after training"))
     if weight.shape != (2, 384) or bias.shape != (2,) or not (np.isfinite(weight).all() and np.isfinite(bias).all()):
-        raise AssertionError(f"{what}: after training, classifier.weight has shape {weight.shape} and "
-                             f"classifier.bias {bias.shape}, expected (2, 384) and (2,) with finite values "
-                             "(nn.Linear(encoder.hidden_size, num_classes); a NaN comes from a diverging loss).")
+        raise AssertionError(tr("{what}: after training, classifier.weight has shape {weight_shape} and "
+                                "classifier.bias {bias_shape}, expected (2, 384) and (2,) with finite values "
+                                "(nn.Linear(encoder.hidden_size, num_classes); a NaN comes from a diverging "
+                                "loss).", what=what, weight_shape=weight.shape, bias_shape=bias.shape))
     return weight, bias, reply["losses"]
 
 
@@ -570,54 +591,61 @@ def _hidden_predictions(hidden_tweets, weight, bias):
     return (pooled @ weight.T + bias).argmax(-1)
 
 
-TRAINED = ('SentimentClassifier(MiniLM, pooling="mean") trained by your train_classifier on {n} public tweets '
-           "({kwargs}; encoder frozen)")
+def trained(n: int, kwargs: str, flipped: bool = False):
+    """What the accuracy tests name: the classifier as the student's train_classifier trained it."""
+    what = tr('SentimentClassifier(MiniLM, pooling="mean") trained by your train_classifier on {n} public tweets '
+              "({kwargs}; encoder frozen)", n=n, kwargs=kwargs)
+    return tr("{what} with every label flipped", what=what) if flipped else what
 
 
 @pytest.mark.slow
 def test_accuracy_on_held_out_tweets(student, minilm, train_tweets, hidden_tweets):
     """Fine-tuned on 320 public tweets, the trained head labels the hidden test tweets with accuracy >= 0.75"""
     ids, mask, labels = train_tweets
-    what = TRAINED.format(n=len(labels), kwargs="epochs=2, lr=1e-2")
+    what = trained(len(labels), "epochs=2, lr=1e-2")
     weight, bias, losses = _fine_tuned_head(student, minilm, ids, mask, labels, ACC_TRAIN_KWARGS, what)
     pred = _hidden_predictions(hidden_tweets, weight, bias)
     acc = float((pred == hidden_tweets[1]).mean())
     if acc < ACCURACY_BAR:
         raise AssertionError(
-            f"{what}: its head labels {acc:.1%} of the {len(pred)} hidden test tweets correctly, below the bar of "
-            f"{ACCURACY_BAR:.0%} (the reference: about 82 %; half the tweets are positive, your head calls "
-            f"{float(pred.mean()):.0%} of them positive). The grader labels them with MiniLM, mean pooling over "
-            f"real tokens and your trained classifier.weight and classifier.bias. Training losses: {losses}. Usual "
-            "causes: the optimiser never steps or zero_grad is missing, labels shuffled differently from the "
-            "inputs, or a forward that does not feed classifier(dropout(mean_pool(...))) during training.")
+            tr("{what}: its head labels {acc} of the {len_pred} hidden test tweets correctly, below the bar of "
+               "{accuracy_bar} (the reference: about 82 %; half the tweets are positive, your head calls "
+               "{float_pred_mean} of them positive). The grader labels them with MiniLM, mean pooling over real "
+               "tokens and your trained classifier.weight and classifier.bias. Training losses: {losses}. Usual "
+               "causes: the optimiser never steps or zero_grad is missing, labels shuffled differently from the "
+               "inputs, or a forward that does not feed classifier(dropout(mean_pool(...))) during training.",
+               what=what, acc=f"{acc:.1%}", len_pred=len(pred), accuracy_bar=f"{ACCURACY_BAR:.0%}",
+               float_pred_mean=f"{float(pred.mean()):.0%}", losses=losses))
 
 
 @pytest.mark.slow
 def test_flipped_labels_flip_the_predictions(student, minilm, train_tweets, hidden_tweets):
     """Trained on the same tweets with every label flipped, the classifier predicts the opposite (accuracy <= 0.25)"""
     ids, mask, labels = train_tweets
-    what = TRAINED.format(n=len(labels), kwargs="epochs=2, lr=1e-2") + " with every label flipped"
+    what = trained(len(labels), "epochs=2, lr=1e-2", flipped=True)
     weight, bias, losses = _fine_tuned_head(student, minilm, ids, mask, 1 - labels, ACC_TRAIN_KWARGS, what)
     acc = float((_hidden_predictions(hidden_tweets, weight, bias) == hidden_tweets[1]).mean())
     if acc >= ACCURACY_BAR:
         raise AssertionError(
-            f"{what}: its head still labels {acc:.0%} of the hidden test tweets with their true sentiment; trained "
-            f"on flipped labels it must predict the opposite (at most {1 - ACCURACY_BAR:.0%} correct; the reference: "
-            "about 18 %). So the head does not come from the labels it was given. train_classifier must fit the "
-            "model to its `labels` argument; usual cause: weights fitted elsewhere (a saved head or state_dict) "
-            "set in SentimentClassifier or train_classifier instead of training, or a loss computed against "
-            "other labels than `labels`.")
+            tr("{what}: its head still labels {acc} of the hidden test tweets with their true sentiment; trained "
+               "on flipped labels it must predict the opposite (at most {v_1_accuracy_bar} correct; the "
+               "reference: about 18 %). So the head does not come from the labels it was given. train_classifier "
+               "must fit the model to its `labels` argument; usual cause: weights fitted elsewhere (a saved head "
+               "or state_dict) set in SentimentClassifier or train_classifier instead of training, or a loss "
+               "computed against other labels than `labels`.",
+               what=what, acc=f"{acc:.0%}", v_1_accuracy_bar=f"{1 - ACCURACY_BAR:.0%}"))
     if acc > 1 - ACCURACY_BAR:
         raise AssertionError(
-            f"{what}: its head labels {acc:.0%} of the hidden test tweets with their true sentiment; trained on "
-            f"flipped labels it must predict the opposite (at most {1 - ACCURACY_BAR:.0%}; the reference: about "
-            f"18 %): your training learned little from these labels. Training losses: {losses}. Usual causes: "
-            "the optimiser never steps or zero_grad is missing, or labels shuffled differently from the inputs.")
+            tr("{what}: its head labels {acc} of the hidden test tweets with their true sentiment; trained on "
+               "flipped labels it must predict the opposite (at most {v_1_accuracy_bar}; the reference: about 18 "
+               "%): your training learned little from these labels. Training losses: {losses}. Usual causes: the "
+               "optimiser never steps or zero_grad is missing, or labels shuffled differently from the inputs.",
+               what=what, acc=f"{acc:.0%}", v_1_accuracy_bar=f"{1 - ACCURACY_BAR:.0%}", losses=losses))
 
 
 # ----------------------------------------------------------------------------- every size, calls in a row
 
-BATCH, TOKENS = Axis("B", 2, 5, "a batch of one"), Axis("n", 3, 8, "a sequence of one token")
+BATCH, TOKENS = Axis("B", 2, 5, tr("a batch of one")), Axis("n", 3, 8, tr("a sequence of one token"))
 
 
 def _sized_batch(s, g):
@@ -659,18 +687,21 @@ def _sized_classifier(student, name, g):
         ids, mask, s, reply = item
         if name == "SentimentClassifier":
             with torch.no_grad():
-                assert_close(_tensor(reply, "the logits"), model(ids, mask), what="the logits", atol=ATOL, rtol=ATOL)
+                assert_close(_tensor(reply, tr("the logits")), model(ids, mask), what=tr("the logits"),
+                             atol=ATOL, rtol=ATOL)
         elif name == "predict":
             with torch.no_grad():
                 want = model(ids, mask).argmax(-1)
-            assert_close(_tensor(reply["pred"], "the predictions"), want, what="the predictions", atol=0, rtol=0)
+            assert_close(_tensor(reply["pred"], tr("the predictions")), want, what=tr("the predictions"),
+                         atol=0, rtol=0)
         else:
             ids, labels = ids
             losses = _losses(reply, 1, f"train_classifier(batch_size={s['batch_size']})")
             want = _reference_losses(enc.eval(), head, cfg, ids, mask, labels)
-            assert_close(np.array(losses), np.array([want]), what="the epoch's mean loss (lr=0)", atol=1e-5, rtol=1e-5)
+            assert_close(np.array(losses), np.array([want]), what=tr("the epoch's mean loss (lr=0)"),
+                         atol=1e-5, rtol=1e-5)
 
-    axes = [BATCH, TOKENS] + ([Axis("batch_size", 2, 4, "batches of one example")] if name != "SentimentClassifier"
+    axes = [BATCH, TOKENS] + ([Axis("batch_size", 2, 4, tr("batches of one example"))] if name != "SentimentClassifier"
                               else [])
     check_sizes(axes, run, check, what=name, together=name == "SentimentClassifier")
 
@@ -680,7 +711,7 @@ def test_sizes_of_one_and_calls_in_a_row(student, name):
     """mean_pool, the classifier, predict and train_classifier work with a batch (or batches) of one, a sequence of one token, and on calls in a row with other sizes"""  # noqa: E501 (the report's test name)
     g = testing.torch_generator(800 + ["mean_pool", "SentimentClassifier", "predict", "train_classifier"].index(name))
     if name == "mean_pool":
-        check_function_sizes(student.mean_pool, R().mean_pool, [BATCH, TOKENS, Axis("H", 4, 6, "one feature")],
+        check_function_sizes(student.mean_pool, R().mean_pool, [BATCH, TOKENS, Axis("H", 4, 6, tr("one feature"))],
                              lambda s: (torch.randn(s["B"], s["n"], s["H"], generator=g), _sized_batch(s, g)[1]),
                              what="mean_pool", atol=ATOL, rtol=ATOL)
     else:

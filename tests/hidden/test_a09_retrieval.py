@@ -38,6 +38,7 @@ from grader.engine.testing import (
     raises_student,
     reference,
 )
+from grader.i18n import tr
 from grader.lab import pretrained
 
 STAGE = "a09_retrieval"
@@ -115,13 +116,14 @@ def _variant(minilm, sentences, batch_size=64, *, pooling="mean", normalise=True
     return torch.cat(out)
 
 
-HINT_NORM = "The rows are not unit vectors: divide each pooled vector by its L2 norm (F.normalize(x, dim=-1))."
-HINT_CLS = "You seem to take the [CLS] vector; all-MiniLM-L6-v2 was trained with mean pooling over the real tokens."
-HINT_PAD = ("Padding positions were averaged in: multiply by the attention mask and divide by the number of real "
-            "tokens (slide 67).")
-HINT_128 = ("Long texts are cut at 128 tokens: tokenizer.json comes with truncation at 128; call "
-            "tokenizer.enable_truncation(max_length=256) (the model's max_seq_length, slide 69).")
-HINT_NO_TRUNC = "Long texts must be cut at 256 tokens: tokenizer.enable_truncation(max_length=256) (slide 69)."
+HINT_NORM = tr("The rows are not unit vectors: divide each pooled vector by its L2 norm (F.normalize(x, dim=-1)).")
+HINT_CLS = tr("You seem to take the [CLS] vector; all-MiniLM-L6-v2 was trained with mean pooling over the real "
+              "tokens.")
+HINT_PAD = (tr("Padding positions were averaged in: multiply by the attention mask and divide by the number of "
+               "real tokens (slide 67)."))
+HINT_128 = (tr("Long texts are cut at 128 tokens: tokenizer.json comes with truncation at 128; call "
+               "tokenizer.enable_truncation(max_length=256) (the model's max_seq_length, slide 69)."))
+HINT_NO_TRUNC = tr("Long texts must be cut at 256 tokens: tokenizer.enable_truncation(max_length=256) (slide 69).")
 
 
 def _embed(student, minilm, sentences, batch_size=None):
@@ -129,7 +131,8 @@ def _embed(student, minilm, sentences, batch_size=None):
                           sentences=sentences, batch_size=batch_size)
     out = reply["embeddings"]
     if isinstance(out, dict) and "not_a_tensor" in out:
-        raise AssertionError(f"embed_sentences returned a {out['not_a_tensor']}, not a tensor (N, H)")
+        raise AssertionError(tr("embed_sentences returned a {out_not_a_tensor}, not a tensor (N, H)",
+                                out_not_a_tensor=out['not_a_tensor']))
     return as_array(out, "embed_sentences"), reply["shapes"]
 
 
@@ -138,7 +141,7 @@ SENTENCES = [
     "My cellphone's broken, great.",
     "Hi",
     "Attention lets the decoder look back at every encoder position instead of squeezing the whole sentence "
-    "into one fixed-size vector, which helps a lot with long inputs.",
+       "into one fixed-size vector, which helps a lot with long inputs.",
     "Attention is all you need.",
 ]
 
@@ -154,15 +157,15 @@ def test_embed_matches_minilm(student, minilm, batch_size):
         HINT_NORM: lambda: _variant(minilm, SENTENCES, batch_size, normalise=False),
         HINT_CLS: lambda: _variant(minilm, SENTENCES, batch_size, pooling="cls"),
         HINT_PAD: lambda: _variant(minilm, SENTENCES, batch_size, pooling="mean_all"),
-    }, hint="Recipe: ids and attention mask from the tokenizer (padding to the longest in the batch), "
-            "model(ids, attention_mask=mask), mean over the real tokens, then L2-normalise each row.")
+    }, hint=tr("Recipe: ids and attention mask from the tokenizer (padding to the longest in the batch), "
+               "model(ids, attention_mask=mask), mean over the real tokens, then L2-normalise each row."))
 
 
 def test_embed_rows_have_unit_norm(student, minilm):
     """Every sentence embedding has L2 norm 1, so cosine similarity is a dot product"""
     out, _ = _embed(student, minilm, SENTENCES[:3])
     norms = np.linalg.norm(np.asarray(out, dtype=np.float64), axis=-1)
-    assert_close(norms, np.ones(len(norms)), what="the L2 norms of embed_sentences' rows", atol=1e-5, rtol=0,
+    assert_close(norms, np.ones(len(norms)), what=tr("the L2 norms of embed_sentences' rows"), atol=1e-5, rtol=0,
                  hint=HINT_NORM)
 
 
@@ -172,16 +175,17 @@ def _long_text():
 
 def test_embed_truncates_at_256_tokens(student, minilm):
     """A text longer than 256 tokens is truncated at 256 tokens, as sentence-transformers does (slide 69)"""
-    texts = [_long_text(), "A short one."]
+    texts = [_long_text(), tr("A short one.")]
     n_tokens = len(pretrained.minilm_tokenizer().encode(texts[0]).ids)
-    what = f"embed_sentences on a text of {n_tokens} tokens (with the tokenizer's default, truncated at 128)"
+    what = tr("embed_sentences on a text of {n_tokens} tokens (with the tokenizer's default, truncated at 128)",
+              n_tokens=n_tokens)
     out, _ = _embed(student, minilm, texts)
     assert_shape(out, (2, 384), what=what)
     expected = _expected(minilm, texts)
     assert_matches(out, expected, what=what, atol=ATOL, rtol=0, **MATCH,
                    mistakes={HINT_128: lambda: _variant(minilm, texts, max_tokens=128),
                              HINT_NO_TRUNC: lambda: _variant(minilm, texts, max_tokens=None)},
-                   hint="Truncate at 256 tokens: tokenizer.enable_truncation(max_length=256).")
+                   hint=tr("Truncate at 256 tokens: tokenizer.enable_truncation(max_length=256)."))
 
 
 def test_embed_pads_to_longest_in_batch(student, minilm):
@@ -195,16 +199,18 @@ def test_embed_pads_to_longest_in_batch(student, minilm):
     expected = [[2, max(lengths[0:2])], [2, max(lengths[2:4])]]
     if shapes != expected:
         raise AssertionError(
-            f"embed_sentences(4 texts, batch_size=2) called the model with input_ids of shapes {shapes}; expected "
-            f"{expected}: batches of batch_size texts, each padded to its longest text. tokenizer.json pads to a "
-            "fixed 128; tokenizer.enable_padding() without a length pads to the longest in the batch.")
+            tr("embed_sentences(4 texts, batch_size=2) called the model with input_ids of shapes {shapes}; "
+               "expected {expected}: batches of batch_size texts, each padded to its longest text. "
+               "tokenizer.json pads to a fixed 128; tokenizer.enable_padding() without a length pads to the "
+               "longest in the batch.", shapes=shapes, expected=expected))
 
 
 # ----------------------------------------------------------------------------- top_k
 
 def _pair(out, what):
     if not (isinstance(out, (list, tuple)) and len(out) == 2):
-        raise AssertionError(f"{what} must return the pair (scores, indices), got {type(out).__name__}")
+        raise AssertionError(tr("{what} must return the pair (scores, indices), got {type_out___name}",
+                                what=what, type_out___name=type(out).__name__))
     return out
 
 
@@ -213,7 +219,7 @@ def test_top_k_values_and_order(student):
     gen = testing.torch_generator(5)
     queries = torch.randn(3, 6, generator=gen)
     docs = torch.randn(9, 6, generator=gen) * torch.tensor([0.1, 5.0, 1.0, 0.3, 2.0, 8.0, 0.5, 1.0, 3.0])[:, None]
-    what = "top_k(queries (3, 6), documents (9, 6) of different lengths, k=4)"
+    what = tr("top_k(queries (3, 6), documents (9, 6) of different lengths, k=4)")
     scores, indices = _pair(student.top_k(queries, docs, 4), what)
     scores = assert_shape(scores, (3, 4), what=f"{what}: scores")
     indices = assert_shape(indices, (3, 4), what=f"{what}: indices")
@@ -222,17 +228,19 @@ def test_top_k_values_and_order(student):
     cos = F.normalize(queries, dim=-1) @ F.normalize(docs, dim=-1).T
     if not np.array_equal(indices, exp_indices.numpy()):
         if np.array_equal(indices, torch.sort(dots, dim=-1, descending=True).indices[:, :4].numpy()):
-            hint = ("You ranked by the raw dot product; cosine similarity divides by both vectors' lengths "
-                    "(normalise queries and documents first).")
+            hint = (tr("You ranked by the raw dot product; cosine similarity divides by both vectors' lengths "
+                       "(normalise queries and documents first)."))
         elif np.array_equal(indices, torch.sort(cos, dim=-1).indices[:, :4].numpy()):
-            hint = "You return the k LEAST similar documents, lowest first: sort in descending order."
+            hint = tr("You return the k LEAST similar documents, lowest first: sort in descending order.")
         elif np.array_equal(indices, exp_indices.flip(-1).numpy()):
-            hint = "The right documents in reverse order: highest score first."
+            hint = tr("The right documents in reverse order: highest score first.")
         else:
-            hint = "Rank every document by cosine similarity, highest first, and keep the first k."
-        raise AssertionError(f"{what} returned indices {indices.tolist()}, expected {exp_indices.tolist()}. {hint}")
+            hint = tr("Rank every document by cosine similarity, highest first, and keep the first k.")
+        raise AssertionError(tr("{what} returned indices {indices_tolist}, expected {exp_indices_tolist}. {hint}",
+                                what=what, indices_tolist=indices.tolist(),
+                                exp_indices_tolist=exp_indices.tolist(), hint=hint))
     assert_close(scores, exp_scores, what=f"{what}: scores", atol=1e-5, rtol=1e-5,
-                 hint="The scores are the cosine similarities (between -1 and 1) of the returned documents.")
+                 hint=tr("The scores are the cosine similarities (between -1 and 1) of the returned documents."))
 
 
 def test_top_k_ties_keep_lower_index(student):
@@ -240,16 +248,17 @@ def test_top_k_ties_keep_lower_index(student):
     docs = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 1.0], [3.0, 4.0, 0.0], [6.0, 8.0, 0.0],
                          [0.0, 1.0, 0.0], [0.0, 0.0, -1.0]])
     queries = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 2.0]])
-    what = "top_k(queries (2, 3), documents (6, 3) with equal cosines, k=4)"
+    what = tr("top_k(queries (2, 3), documents (6, 3) with equal cosines, k=4)")
     _, indices = _pair(student.top_k(queries, docs, 4), what)
     indices = assert_shape(indices, (2, 4), what=f"{what}: indices")
     expected = [[0, 2, 3, 4], [1, 0, 2, 3]]
     if indices.tolist() != expected:
         raise AssertionError(
-            f"{what} returned {indices.tolist()}, expected {expected}: documents 0, 2 and 3 have the same direction "
-            "(cosine 1 with query 0), and documents 0, 2, 3, 4 tie at cosine 0 for query 1; equal scores keep the "
-            "lower index first. torch.topk does not promise an order for ties: use "
-            "torch.sort(scores, descending=True, stable=True).")
+            tr("{what} returned {indices_tolist}, expected {expected}: documents 0, 2 and 3 have the same "
+               "direction (cosine 1 with query 0), and documents 0, 2, 3, 4 tie at cosine 0 for query 1; equal "
+               "scores keep the lower index first. torch.topk does not promise an order for ties: use "
+               "torch.sort(scores, descending=True, stable=True).",
+               what=what, indices_tolist=indices.tolist(), expected=expected))
 
 
 def test_top_k_k_larger_than_documents_raises(student):
@@ -265,8 +274,9 @@ def test_top_k_k_equal_to_documents(student):
     scores, indices = _pair(student.top_k(torch.tensor([[1.0, 0.0]]), docs, 3), what)
     assert_shape(indices, (1, 3), what=f"{what}: indices")
     if as_array(indices).tolist() != [[0, 1, 2]]:
-        raise AssertionError(f"{what} returned {as_array(indices).tolist()}, expected [[0, 1, 2]] (k == number of "
-                             "documents is allowed)")
+        raise AssertionError(tr("{what} returned {as_array_indices_tolist}, expected [[0, 1, 2]] (k == number of "
+                                "documents is allowed)",
+                                what=what, as_array_indices_tolist=as_array(indices).tolist()))
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -281,7 +291,8 @@ def test_retrieval_on_lecture_notes(student, minilm):
     reply = student.probe("retrieve", encoder=minilm["spec"], tokenizer_path=minilm["tokenizer"],
                           documents=docs, queries=questions, k=TOP_K)
     if "bad_return" in reply:
-        raise AssertionError(f"top_k must return the pair (scores, indices), got {reply['bad_return']}")
+        raise AssertionError(tr("top_k must return the pair (scores, indices), got {reply_bad_return}",
+                                reply_bad_return=reply['bad_return']))
     what = f"top_k(embed_sentences({len(questions)} questions), embed_sentences({len(docs)} notes), k={TOP_K})"
     got = assert_shape(reply["indices"], (len(questions), TOP_K), what=what).tolist()
 
@@ -294,13 +305,17 @@ def test_retrieval_on_lecture_notes(student, minilm):
     if sum(mine) < sum(theirs) - 1:
         # the hidden questions stay hidden (they are the same every term): the feedback quotes public ones only
         missed = [c["query"] for c, ok in zip(examples, hits(got[len(cases):], examples)) if not ok]
-        seen = (f"Of the public questions in data/example_queries.jsonl your search misses {missed}" if missed else
-                f"Your search answers the {len(examples)} public questions of data/example_queries.jsonl; write a "
-                "few questions of your own about the notes and look at what it ranks first")
+        seen = (tr("Of the public questions in data/example_queries.jsonl your search misses {missed}",
+                   missed=missed) if missed else
+                tr("Your search answers the {len_examples} public questions of data/example_queries.jsonl; write "
+                   "a few questions of your own about the notes and look at what it ranks first",
+                   len_examples=len(examples)))
         raise AssertionError(
-            f"{what}: a relevant note is in your top {TOP_K} for {sum(mine)} of the {len(cases)} hidden questions; "
-            f"the reference finds {sum(theirs)}. {seen}. Check the embedding recipe (mean pooling over real "
-            "tokens, L2 normalisation) and that top_k sorts by cosine, highest first.")
+            tr("{what}: a relevant note is in your top {top_k} for {sum_mine} of the {len_cases} hidden "
+               "questions; the reference finds {sum_theirs}. {seen}. Check the embedding recipe (mean pooling "
+               "over real tokens, L2 normalisation) and that top_k sorts by cosine, highest first.",
+               what=what, top_k=TOP_K, sum_mine=sum(mine), len_cases=len(cases), sum_theirs=sum(theirs),
+               seen=seen))
 
 
 # ----------------------------------------------------------------------------- every size, calls in a row
@@ -320,11 +335,12 @@ def _embed_sizes(student, minilm):
 
     def check(item, _sizes):
         sentences, batch_size, got = item
-        assert_close(got, _expected(minilm, sentences, batch_size), what=f"the embeddings of {sentences}",
+        assert_close(got, _expected(minilm, sentences, batch_size), what=tr("the embeddings of {sentences}",
+                                                                            sentences=sentences),
                      atol=ATOL, rtol=0)
 
-    check_sizes([Axis("N", 2, 5, "one sentence"), Axis("batch_size", 2, 4, "batches of one sentence"),
-                 Axis("words", 3, 7, "one-word sentences")], run, check, what="embed_sentences")
+    check_sizes([Axis("N", 2, 5, tr("one sentence")), Axis("batch_size", 2, 4, tr("batches of one sentence")),
+                 Axis("words", 3, 7, tr("one-word sentences"))], run, check, what="embed_sentences")
 
 
 def _top_k_sizes(student):
@@ -335,10 +351,11 @@ def _top_k_sizes(student):
 
     def compare(got, expected, _args):
         scores, indices = _pair(got, "top_k")
-        assert_close(scores, expected[0], what="the scores", atol=1e-6, rtol=1e-5)
-        assert_close(indices, expected[1], what="the indices", atol=0, rtol=0)
+        assert_close(scores, expected[0], what=tr("the scores"), atol=1e-6, rtol=1e-5)
+        assert_close(indices, expected[1], what=tr("the indices"), atol=0, rtol=0)
 
-    check_function_sizes(student.top_k, R().top_k, [Axis("Q", 2, 4, "one query"), Axis("N", 3, 7, "one document"),
+    check_function_sizes(student.top_k, R().top_k, [Axis("Q", 2, 4, tr("one query")),
+                                                     Axis("N", 3, 7, tr("one document")),
                                                      Axis("k", 2, 3, "k=1"), Axis("H", 5, 8)],
                          make, what="top_k", compare=compare)
 

@@ -1,4 +1,4 @@
-"""Every catalogued mistake is caught, named, and charged to its own stage only;
+"""Every catalogued mistake is caught, named (in English and in Korean), and charged to its own stage only;
 every alternative correct implementation scores full marks (issue: sharp and fair suites).
 
 Each test grades one submission, so pytest-xdist spreads them over the cores.
@@ -31,11 +31,12 @@ def test_catalogue_is_large_enough():
 def test_mutant_loses_points_with_feedback_that_names_it(mutant, tmp_path):
     sub = mutants.build_submission(mutant, tmp_path / "sub")
     # a mistake caught by the fast tests is caught by the whole suite (scores are per test)
-    stage = run.grade(str(sub), stage_ids=[mutant.stage], fast_only=not mutant.needs_slow)["stages"][0]
+    stage, named_in_korean = mutants.grade_both(mutant, sub, fast_only=not mutant.needs_slow)
     feedback = mutants.failed_feedback(stage)
     assert stage["score"] < stage["max_score"], f"not caught: {mutant.description}"
     assert any(word.lower() in feedback.lower() for word in mutant.feedback_mentions), \
         f"caught but the feedback does not name it ({mutant.feedback_mentions}): {feedback[:500]}"
+    assert named_in_korean, f"named in English but not in Korean (untranslated text?): {feedback[:500]}"
 
 
 @pytest.mark.parametrize("variant", UPSTREAM, ids=lambda v: v.key)

@@ -11,30 +11,35 @@ import numpy as np
 import torch
 
 from grader.engine.testing import as_array, assert_close, assert_shape, raises_student
+from grader.i18n import tr
 
 
 def _run(student, kind, init, calls, state_dict=None, train=False):
     reply = student.probe("run", kind=kind, init=init, state_dict=state_dict, calls=calls, train=train)
     if reply.get("load_error") or reply.get("missing") or reply.get("unexpected"):
         raise AssertionError(
-            f"the test's weights do not fit your {kind}: {reply.get('load_error') or ''} missing "
-            f"{reply.get('missing')}, unexpected {reply.get('unexpected')}; MultiHeadAttention must have exactly "
-            "w_q, w_k, w_v, w_o = nn.Linear(d_model, d_model)")
+            tr("the test's weights do not fit your {kind}: {reply_get_load_error_or} missing "
+               "{reply_get_missing}, unexpected {reply_get_unexpected}; MultiHeadAttention must have exactly "
+               "w_q, w_k, w_v, w_o = nn.Linear(d_model, d_model)",
+               kind=kind, reply_get_load_error_or=reply.get('load_error') or '',
+               reply_get_missing=reply.get('missing'), reply_get_unexpected=reply.get('unexpected')))
     return reply["results"]
 
 
 def _out(result, what):
     out = result["out"]
     if isinstance(out, dict):
-        raise AssertionError(f"{what} returned a {out.get('not_a_tensor')}, not one tensor")
+        raise AssertionError(tr("{what} returned a {out_get_not_a_tensor}, not one tensor",
+                                what=what, out_get_not_a_tensor=out.get('not_a_tensor')))
     return as_array(out, what)
 
 
 def _attn(result, what):
     w = result["attn_weights"]
     if isinstance(w, dict) and "not_a_tensor" in w:
-        raise AssertionError(f"after a forward, {what}.attn_weights is {w['not_a_tensor']}; store the weights "
-                             "(B, h, m, n) after the softmax with self.attn_weights = weights.detach()")
+        raise AssertionError(tr("after a forward, {what}.attn_weights is {w_not_a_tensor}; store the weights (B, "
+                                "h, m, n) after the softmax with self.attn_weights = weights.detach()",
+                                what=what, w_not_a_tensor=w['not_a_tensor']))
     return as_array(w["value"], f"{what}.attn_weights")
 
 
@@ -59,7 +64,7 @@ def test_padding_mask_example(student):
     assert_shape(got, (2, 1, 1, 4), "padding_mask(ids (2, 4), 0)")
     expected = np.array([[[[1, 1, 0, 0]]], [[[1, 0, 0, 0]]]])
     assert_close(got.astype(np.int64), expected, what="padding_mask(ids, 0)", atol=0, rtol=0,
-                 hint="True (may attend) at real tokens, False at padding.")
+                 hint=tr("True (may attend) at real tokens, False at padding."))
 
 
 def test_attention_shapes(student):
@@ -67,10 +72,10 @@ def test_attention_shapes(student):
     gen = torch.Generator().manual_seed(0)
     q, kv = torch.randn(2, 5, 16, generator=gen), torch.randn(2, 7, 16, generator=gen)
     res = _run(student, "MultiHeadAttention", {"d_model": 16, "n_heads": 4}, [{"args": [q, kv, kv]}])[0]
-    assert_shape(_out(res, "MultiHeadAttention(16, 4)"), (2, 5, 16), "the output for query (2, 5, 16)")
-    w = assert_shape(_attn(res, "MultiHeadAttention"), (2, 4, 5, 7), "attn_weights for m=5 queries, n=7 keys")
-    assert_close(w.sum(-1), np.ones((2, 4, 5)), what="the sum of each row of attn_weights", atol=1e-5,
-                 hint="softmax over the keys (dim=-1): each query distributes a total weight of 1 (slide 35).")
+    assert_shape(_out(res, "MultiHeadAttention(16, 4)"), (2, 5, 16), tr("the output for query (2, 5, 16)"))
+    w = assert_shape(_attn(res, "MultiHeadAttention"), (2, 4, 5, 7), tr("attn_weights for m=5 queries, n=7 keys"))
+    assert_close(w.sum(-1), np.ones((2, 4, 5)), what=tr("the sum of each row of attn_weights"), atol=1e-5,
+                 hint=tr("softmax over the keys (dim=-1): each query distributes a total weight of 1 (slide 35)."))
 
 
 def test_attention_by_hand(student):
@@ -83,10 +88,11 @@ def test_attention_by_hand(student):
     for head in range(2):  # head h sees feature h only; d_k = 1, so sqrt(d_k) = 1 (slide 34)
         col = xs[:, head:head + 1]  # (3, 1)
         expected[:, head:head + 1] = _softmax(col @ col.T / math.sqrt(1)) @ col
-    assert_close(_out(res, "MultiHeadAttention(2, 2)")[0], expected, what="MultiHeadAttention(2, 2) with identity "
-                 "weights", atol=1e-5, rtol=1e-5,
-                 hint="Head h gets the d_k columns h*d_k .. (h+1)*d_k of every token: split with view(B, n, h, d_k)"
-                      ".transpose(1, 2), scale by sqrt(d_k) (not sqrt(d_model)), merge heads back before w_o.")
+    assert_close(_out(res, "MultiHeadAttention(2, 2)")[0], expected, what=tr("MultiHeadAttention(2, 2) with identity "
+                                                                             "weights"), atol=1e-5, rtol=1e-5,
+                 hint=tr("Head h gets the d_k columns h*d_k .. (h+1)*d_k of every token: split with view(B, n, "
+                         "h, d_k).transpose(1, 2), scale by sqrt(d_k) (not sqrt(d_model)), merge heads back "
+                         "before w_o."))
 
 
 def test_mask_blocks_keys(student):
@@ -96,10 +102,10 @@ def test_mask_blocks_keys(student):
     res = _run(student, "MultiHeadAttention", {"d_model": 2, "n_heads": 1}, [{"args": [x, x, x, causal]}],
                state_dict=_identity_state(2))[0]
     w = _attn(res, "MultiHeadAttention")[0, 0]
-    assert_close(w * ~causal.numpy(), np.zeros((3, 3)), what="attn_weights at blocked keys", atol=1e-7,
-                 hint="Put -inf in the scores where the mask is False, before the softmax (True = may attend).")
-    assert_close(_out(res, "MultiHeadAttention")[0, 0], x[0, 0].numpy(), what="output of query 0 (it may look only "
-                 "at key 0)", atol=1e-6)
+    assert_close(w * ~causal.numpy(), np.zeros((3, 3)), what=tr("attn_weights at blocked keys"), atol=1e-7,
+                 hint=tr("Put -inf in the scores where the mask is False, before the softmax (True = may attend)."))
+    assert_close(_out(res, "MultiHeadAttention")[0, 0], x[0, 0].numpy(),
+                 what=tr("output of query 0 (it may look only at key 0)"), atol=1e-6)
 
 
 def test_fully_masked_row_is_zero(student):
@@ -110,21 +116,23 @@ def test_fully_masked_row_is_zero(student):
                state_dict=_identity_state(2))[0]
     out = _out(res, "MultiHeadAttention")
     if np.isnan(out).any():
-        raise AssertionError("a fully masked query row gives NaN (softmax of a row of -inf is 0/0); give it zero "
-                             "weights instead")
-    assert_close(out[0, 1], np.zeros(2), what="output of the fully masked query 1", atol=1e-7)
-    assert_close(_attn(res, "MultiHeadAttention")[0, 0, 1], np.zeros(3), what="attn_weights of query 1", atol=1e-7)
+        raise AssertionError(tr("a fully masked query row gives NaN (softmax of a row of -inf is 0/0); give it "
+                                "zero weights instead"))
+    assert_close(out[0, 1], np.zeros(2), what=tr("output of the fully masked query 1"), atol=1e-7)
+    assert_close(_attn(res, "MultiHeadAttention")[0, 0, 1], np.zeros(3), what=tr("attn_weights of query 1"), atol=1e-7)
 
 
 def test_encoder_layer_shape_and_norm(student):
     """EncoderLayer keeps (B, n, d_model) and ends with LayerNorm (post-LN)"""
     x = 3 * torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(1)) + 1
     res = _run(student, "EncoderLayer", {"d_model": 8, "n_heads": 2, "d_ff": 16}, [{"args": [x]}])[0]
-    out = assert_shape(_out(res, "EncoderLayer(8, 2, 16)"), (2, 6, 8), "EncoderLayer output")
-    assert_close(out.mean(-1), np.zeros((2, 6)), what="the mean of each token's output", atol=1e-5,
-                 hint="Post-LN: the block ends with norm2(x + ffn(x)), so every token is normalised (slide 40).")
-    assert_close(out.var(-1), np.ones((2, 6)), what="the variance of each token's output", atol=1e-3,
-                 hint="Post-LN: the block ends with norm2(x + ffn(x)), so every token is normalised (slide 40).")
+    out = assert_shape(_out(res, "EncoderLayer(8, 2, 16)"), (2, 6, 8), tr("EncoderLayer output"))
+    assert_close(out.mean(-1), np.zeros((2, 6)), what=tr("the mean of each token's output"), atol=1e-5,
+                 hint=tr("Post-LN: the block ends with norm2(x + ffn(x)), so every token is normalised (slide "
+                         "40)."))
+    assert_close(out.var(-1), np.ones((2, 6)), what=tr("the variance of each token's output"), atol=1e-3,
+                 hint=tr("Post-LN: the block ends with norm2(x + ffn(x)), so every token is normalised (slide "
+                         "40)."))
 
 
 def test_encoder_shapes_and_pe(student):
@@ -132,17 +140,18 @@ def test_encoder_shapes_and_pe(student):
     init = {"vocab_size": 11, "d_model": 8, "n_heads": 2, "d_ff": 16, "n_layers": 2, "max_len": 10}
     ids = torch.tensor([[3, 5, 7, 2, 0, 0], [4, 4, 9, 1, 6, 10]])
     res = _run(student, "Encoder", init, [{"args": [ids]}])[0]
-    assert_shape(_out(res, "Encoder"), (2, 6, 8), "Encoder output for ids (2, 6)")
+    assert_shape(_out(res, "Encoder"), (2, 6, 8), tr("Encoder output for ids (2, 6)"))
     info = student.probe("structure", kind="Encoder", init=init)
     if "pe" not in info:
-        raise AssertionError("Encoder has no attribute `pe`; use self.register_buffer('pe', table)")
+        raise AssertionError(tr("Encoder has no attribute `pe`; use self.register_buffer('pe', table)"))
     if info["pe_dtype"] != "float32":
-        raise AssertionError(f"Encoder.pe is {info['pe_dtype']}; the contract asks for float32")
+        raise AssertionError(tr("Encoder.pe is {info_pe_dtype}; the contract asks for float32",
+                                info_pe_dtype=info['pe_dtype']))
     pe = assert_shape(info["pe"], (10, 8), "Encoder(max_len=10, d_model=8).pe")
     assert_close(pe[0], [0, 1, 0, 1, 0, 1, 0, 1], what="pe[0] (position 0: sin 0 = 0, cos 0 = 1)", atol=1e-7)
     expected1 = [math.sin(1), math.cos(1), math.sin(1 / 10000 ** (2 / 8)), math.cos(1 / 10000 ** (2 / 8))]
     assert_close(pe[1, :4], expected1, what="pe[1, :4]", atol=1e-6,
-                 hint="PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(same angle) (slide 22).")
+                 hint=tr("PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(same angle) (slide 22)."))
 
 
 def test_n_heads_must_divide_d_model(student):
@@ -158,4 +167,5 @@ def test_submodule_names(student):
                 "ffn.linear1.weight", "ffn.linear2.weight", "norm1.weight", "norm2.weight"]
     missing = [name for name in expected if name not in info["params"]]
     if missing:
-        raise AssertionError(f"EncoderLayer is missing the parameters {missing}; found {info['params']}")
+        raise AssertionError(tr("EncoderLayer is missing the parameters {missing}; found {info_params}",
+                                missing=missing, info_params=info['params']))

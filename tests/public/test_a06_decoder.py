@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from grader.engine.testing import as_array, assert_close, assert_shape
+from grader.i18n import tr
 
 BOS, EOS = 1, 2
 
@@ -17,14 +18,18 @@ BOS, EOS = 1, 2
 def _run(student, kind, init, calls, state_dict=None):
     reply = student.probe("run", kind=kind, init=init, state_dict=state_dict, calls=calls)
     if reply.get("load_error") or reply.get("missing") or reply.get("unexpected"):
-        raise AssertionError(f"the test's weights do not fit your {kind}: {reply.get('load_error') or ''} missing "
-                             f"{reply.get('missing')}, unexpected {reply.get('unexpected')}")
+        raise AssertionError(tr("the test's weights do not fit your {kind}: {reply_get_load_error_or} missing "
+                                "{reply_get_missing}, unexpected {reply_get_unexpected}",
+                                kind=kind, reply_get_load_error_or=reply.get('load_error') or '',
+                                reply_get_missing=reply.get('missing'),
+                                reply_get_unexpected=reply.get('unexpected')))
     return reply["results"]
 
 
 def _out(value, what):
     if isinstance(value, dict):
-        raise AssertionError(f"{what} returned a {value.get('not_a_tensor')}, not one tensor")
+        raise AssertionError(tr("{what} returned a {value_get_not_a_tensor}, not one tensor",
+                                what=what, value_get_not_a_tensor=value.get('not_a_tensor')))
     return as_array(value, what)
 
 
@@ -33,10 +38,12 @@ def test_causal_mask_example(student):
     got = as_array(student.causal_mask(3), "causal_mask(3)")
     assert_shape(got, (3, 3), "causal_mask(3)")
     if got.dtype != np.bool_:
-        raise AssertionError(f"causal_mask returned {got.dtype} values; return a boolean tensor (True = may attend)")
+        raise AssertionError(tr("causal_mask returned {got_dtype} values; return a boolean tensor (True = may "
+                                "attend)", got_dtype=got.dtype))
     want = np.array([[1, 0, 0], [1, 1, 0], [1, 1, 1]])
     assert_close(got.astype(np.int64), want, what="causal_mask(3)", atol=0, rtol=0,
-                 hint="Row i is the query: it may look at positions j <= i (itself and the past), never the future.")
+                 hint=tr("Row i is the query: it may look at positions j <= i (itself and the past), never the "
+                         "future."))
 
 
 def test_shift_right_example(student):
@@ -44,8 +51,8 @@ def test_shift_right_example(student):
     tgt = torch.tensor([[5, 6, 2, 0], [7, 2, 0, 0]])
     got = as_array(student.shift_right(tgt, BOS), "shift_right(tgt, bos_id=1)")
     assert_close(got, np.array([[1, 5, 6, 2], [1, 7, 2, 0]]), what="shift_right(tgt, bos_id=1)", atol=0, rtol=0,
-                 hint="BOS first, then tgt without its last token: out[:, 1:] = tgt[:, :-1].")
-    assert torch.equal(tgt, torch.tensor([[5, 6, 2, 0], [7, 2, 0, 0]])), "shift_right must not modify its input"
+                 hint=tr("BOS first, then tgt without its last token: out[:, 1:] = tgt[:, :-1]."))
+    assert torch.equal(tgt, torch.tensor([[5, 6, 2, 0], [7, 2, 0, 0]])), tr("shift_right must not modify its input")
 
 
 def test_decoder_layer_shapes(student):
@@ -55,11 +62,12 @@ def test_decoder_layer_shapes(student):
     mask = torch.tril(torch.ones(5, 5, dtype=torch.bool))
     out = _out(_run(student, "DecoderLayer", {"d_model": 16, "n_heads": 4, "d_ff": 32},
                     [{"args": [x, memory, mask, None]}])[0], "DecoderLayer(16, 4, 32)")
-    assert_shape(out, (2, 5, 16), "DecoderLayer output for x (2, 5, 16) and memory (2, 7, 16)")
-    assert_close(out.mean(-1), np.zeros((2, 5)), what="the mean of each output row", atol=1e-5,
-                 hint="Post-LN: the last operation is norm3(x + ffn(x)), whose rows have mean 0 (fresh LayerNorm).")
-    assert_close(out.var(-1), np.ones((2, 5)), what="the variance of each output row", atol=1e-3,
-                 hint="Post-LN: the last operation is norm3(x + ffn(x)), whose rows have variance 1.")
+    assert_shape(out, (2, 5, 16), tr("DecoderLayer output for x (2, 5, 16) and memory (2, 7, 16)"))
+    assert_close(out.mean(-1), np.zeros((2, 5)), what=tr("the mean of each output row"), atol=1e-5,
+                 hint=tr("Post-LN: the last operation is norm3(x + ffn(x)), whose rows have mean 0 (fresh "
+                         "LayerNorm)."))
+    assert_close(out.var(-1), np.ones((2, 5)), what=tr("the variance of each output row"), atol=1e-3,
+                 hint=tr("Post-LN: the last operation is norm3(x + ffn(x)), whose rows have variance 1."))
 
 
 def test_decoder_shapes_and_causality(student):
@@ -71,11 +79,12 @@ def test_decoder_shapes_and_causality(student):
     memory = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(1))
     a, b = _run(student, "Decoder", init, [{"args": [tgt, memory]}, {"args": [changed, memory]}])
     a, b = _out(a, "Decoder"), _out(b, "Decoder")
-    assert_shape(a, (2, 4, 16), "Decoder output for tgt_ids (2, 4)")
-    assert_close(b[:, :3], a[:, :3], what="Decoder outputs at positions 0..2 after changing the token at position 3",
+    assert_shape(a, (2, 4, 16), tr("Decoder output for tgt_ids (2, 4)"))
+    assert_close(b[:, :3], a[:, :3], what=tr("Decoder outputs at positions 0..2 after changing the token at "
+                                             "position 3"),
                  atol=1e-5, rtol=1e-5,
-                 hint="tgt_mask=None must mean the causal mask (& target padding): no position sees the future "
-                      "(slide 44).")
+                 hint=tr("tgt_mask=None must mean the causal mask (& target padding): no position sees the "
+                         "future (slide 44)."))
 
 
 LETS_GO = {"<pad>": 0, "<bos>": 1, "<eos>": 2, "let's": 3, "go": 4}
@@ -91,18 +100,19 @@ def test_lets_go_pipeline_shapes(student):
     tgt_in = as_array(student.shift_right(tgt, BOS), "shift_right")     # [<bos>, vamos]
     memory, logits = _run(student, "Seq2SeqTransformer", init,
                           [{"method": "encode", "args": [src]}, {"args": [src, torch.as_tensor(tgt_in)]}])
-    assert_shape(_out(memory, "encode"), (1, 3, 8), "encode(let's go <eos>), the memory (B, n, d_model)")
+    assert_shape(_out(memory, "encode"), (1, 3, 8), tr("encode(let's go <eos>), the memory (B, n, d_model)"))
     logits = _out(logits, "forward")
-    assert_shape(logits, (1, 2, len(VAMOS)), "forward(src, [<bos>, vamos]), the logits (B, m, tgt_vocab_size)")
+    assert_shape(logits, (1, 2, len(VAMOS)), tr("forward(src, [<bos>, vamos]), the logits (B, m, tgt_vocab_size)"))
     if np.allclose(logits.sum(-1), 1.0, atol=1e-4) and (logits >= 0).all():
-        raise AssertionError("the logits sum to 1 over the vocabulary: return the generator's raw scores, not "
-                             "probabilities (the loss applies the softmax itself, slide 51)")
+        raise AssertionError(tr("the logits sum to 1 over the vocabulary: return the generator's raw scores, not "
+                                "probabilities (the loss applies the softmax itself, slide 51)"))
     reply = student.probe("greedy", init=init, state_dict=None, src=src, bos_id=BOS, eos_id=EOS, max_len=5)
     out = _out(reply["out"], "greedy_decode(model, src, 1, 2, max_len=5)")
     if out.ndim != 2 or out.shape[0] != 1 or not 1 <= out.shape[1] <= 5:
-        raise AssertionError(f"greedy_decode(model, src (1, 3), max_len=5) returned shape {out.shape}; expected "
-                             "(1, L) with 1 <= L <= 5 (BOS included)")
-    assert out[0, 0] == BOS, f"greedy_decode must start every row with bos_id=1, got {out[0, 0]}"
+        raise AssertionError(tr("greedy_decode(model, src (1, 3), max_len=5) returned shape {out_shape}; "
+                                "expected (1, L) with 1 <= L <= 5 (BOS included)", out_shape=out.shape))
+    assert out[0, 0] == BOS, tr("greedy_decode must start every row with bos_id=1, got {out_0_0}",
+                                out_0_0=out[0, 0])
 
 
 def test_greedy_decode_output(student):
@@ -111,13 +121,13 @@ def test_greedy_decode_output(student):
     script = torch.tensor([[3, 4, 2, 6, 6, 6], [2, 7, 7, 7, 7, 7]])
     reply = student.probe("greedy_scripted", script=script, vocab_size=8, pad_id=5, src=torch.tensor([[3, 2], [4, 2]]),
                           bos_id=BOS, eos_id=EOS, max_len=6)
-    got = _out(reply["out"], "greedy_decode on the scripted model")
+    got = _out(reply["out"], tr("greedy_decode on the scripted model"))
     want = np.array([[1, 3, 4, 2], [1, 2, 5, 5]])
-    assert_shape(got, want.shape, "greedy_decode on the scripted model (both rows done after 3 steps)")
-    assert_close(got, want, what="greedy_decode on the scripted model", atol=0, rtol=0,
-                 hint="BOS first; each step appends the argmax of the last position; a row that produced EOS gets "
-                      "model.pad_id afterwards; stop when every row has produced EOS (slide 53).")
-    assert reply["training_after"] is False, "greedy_decode must leave an eval-mode model in eval mode"
+    assert_shape(got, want.shape, tr("greedy_decode on the scripted model (both rows done after 3 steps)"))
+    assert_close(got, want, what=tr("greedy_decode on the scripted model"), atol=0, rtol=0,
+                 hint=tr("BOS first; each step appends the argmax of the last position; a row that produced EOS "
+                         "gets model.pad_id afterwards; stop when every row has produced EOS (slide 53)."))
+    assert reply["training_after"] is False, tr("greedy_decode must leave an eval-mode model in eval mode")
 
 
 def test_submodule_names(student):
@@ -129,8 +139,9 @@ def test_submodule_names(student):
     for name in ["encoder", "decoder", "generator", "decoder.embedding", "decoder.layers",
                  "decoder.layers.1.self_attn", "decoder.layers.1.cross_attn", "decoder.layers.1.ffn",
                  "decoder.layers.1.norm1", "decoder.layers.1.norm2", "decoder.layers.1.norm3"]:
-        assert name in modules, f"Seq2SeqTransformer has no submodule {name!r} (see the contract in the handout)"
-    assert "decoder.pe" in got["buffers"], "the Decoder should register its sinusoidal table as the buffer pe"
+        assert name in modules, tr("Seq2SeqTransformer has no submodule {name} (see the contract in the handout)",
+                                   name=f"{name!r}")
+    assert "decoder.pe" in got["buffers"], tr("the Decoder should register its sinusoidal table as the buffer pe")
     assert got["params"].get("generator.weight") == [11, 8], (
-        "generator should be nn.Linear(d_model=8, tgt_vocab_size=11); "
-        f"its weight is {got['params'].get('generator.weight')}")
+        tr("generator should be nn.Linear(d_model=8, tgt_vocab_size=11); its weight is {got_params_get_generator}",
+           got_params_get_generator=got['params'].get('generator.weight')))

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from grader.engine.testing import as_array, assert_close, assert_shape
+from grader.i18n import tr
 
 TINY = {"init": dict(vocab_size=30, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
                      max_position_embeddings=16, dropout=0.0)}
@@ -23,8 +24,8 @@ def test_mean_pool_by_hand(student):
     mask = torch.tensor([[1, 1, 0], [0, 0, 0]])
     out = assert_shape(student.mean_pool(hidden, mask), (2, 2), what="mean_pool(hidden (2, 3, 2), mask (2, 3))")
     assert_close(out, np.array([[2.0, 3.0], [0.0, 0.0]]), what="mean_pool(...)", atol=1e-6,
-                 hint="Row 0: the mean of [1, 2] and [3, 4] (the padded [100, 100] is left out); row 1 has no "
-                      "real token: zeros, not NaN.")
+                 hint=tr("Row 0: the mean of [1, 2] and [3, 4] (the padded [100, 100] is left out); row 1 has no "
+                         "real token: zeros, not NaN."))
 
 
 def test_classifier_logits_shape(student):
@@ -35,8 +36,8 @@ def test_classifier_logits_shape(student):
         reply = student.probe("logits", encoder=TINY, classifier=dict(num_classes=3, pooling=pooling),
                               head_state=None, calls=[{"args": [ids, mask]}])
         assert_shape(reply["results"][0], (2, 3),
-                     what=f'SentimentClassifier(encoder with hidden_size=16, num_classes=3, pooling="{pooling}")'
-                          "(ids (2, 5), mask (2, 5))")
+                     what=tr("SentimentClassifier(encoder with hidden_size=16, num_classes=3, "
+                             'pooling="{pooling}")(ids (2, 5), mask (2, 5))', pooling=pooling))
 
 
 def test_train_and_predict_shapes(student):
@@ -49,11 +50,13 @@ def test_train_and_predict_shapes(student):
                           train_kwargs=dict(epochs=3, lr=1e-3, batch_size=2, seed=0))
     losses = reply["losses"]
     if not isinstance(losses, list) or len(losses) != 3 or any(v is None for v in losses):
-        raise AssertionError(f"train_classifier(..., epochs=3) should return 3 numbers, got {losses}")
+        raise AssertionError(tr("train_classifier(..., epochs=3) should return 3 numbers, got {losses}",
+                                losses=losses))
     if reply["training_after"]:
-        raise AssertionError("train_classifier left the model in training mode: call model.eval() at the end")
+        raise AssertionError(tr("train_classifier left the model in training mode: call model.eval() at the end"))
     pred = student.probe("predict", encoder=TINY, classifier=dict(pooling="mean"), head_state=None,
                          input_ids=ids, attention_mask=mask, batch_size=2)
     out = assert_shape(pred["pred"], (5,), what="predict(model, ids (5, 4), mask (5, 4), batch_size=2)")
     if as_array(out).dtype.kind not in "iu" or not set(as_array(out).tolist()) <= {0, 1}:
-        raise AssertionError(f"predict should return class ids (a LongTensor of 0/1), got {as_array(out).tolist()}")
+        raise AssertionError(tr("predict should return class ids (a LongTensor of 0/1), got {as_array_out_tolist}",
+                                as_array_out_tolist=as_array(out).tolist()))

@@ -10,12 +10,14 @@ import numpy as np
 import torch
 
 from grader.engine.testing import as_array, assert_close, assert_shape, raises_student
+from grader.i18n import tr
 from grader.lab import pretrained
 
 
 def _pair(out, what):
     if not (isinstance(out, (list, tuple)) and len(out) == 2):
-        raise AssertionError(f"{what} must return the pair (scores, indices), got {type(out).__name__}")
+        raise AssertionError(tr("{what} must return the pair (scores, indices), got {type_out___name}",
+                                what=what, type_out___name=type(out).__name__))
     return out
 
 
@@ -26,11 +28,13 @@ def test_top_k_by_hand(student):
     scores, indices = _pair(student.top_k(queries, docs, 2), "top_k(queries (2, 2), docs (4, 2), k=2)")
     assert_shape(indices, (2, 2), what="top_k(...) indices")
     if as_array(indices).tolist() != [[0, 2], [1, 2]]:
-        raise AssertionError(f"top_k returned indices {as_array(indices).tolist()}, expected [[0, 2], [1, 2]]: "
-                             "query [1, 0] is closest to [1, 0] (cosine 1), then [3, 3] (cosine 0.707)")
+        raise AssertionError(tr("top_k returned indices {as_array_indices_tolist}, expected [[0, 2], [1, 2]]: "
+                                "query [1, 0] is closest to [1, 0] (cosine 1), then [3, 3] (cosine 0.707)",
+                                as_array_indices_tolist=as_array(indices).tolist()))
     s = np.sqrt(0.5)
     assert_close(scores, np.array([[1.0, s], [1.0, s]]), what="top_k(...) scores", atol=1e-6,
-                 hint="The scores are cosine similarities: normalise both sides; [0, 2] and [0, 1] have cosine 1.")
+                 hint=tr("The scores are cosine similarities: normalise both sides; [0, 2] and [0, 1] have "
+                         "cosine 1."))
 
 
 def test_top_k_rejects_too_large_k(student):
@@ -50,5 +54,5 @@ def test_embed_shape_and_unit_norm(student):
                           tokenizer_path=str(pretrained.minilm_dir() / "tokenizer.json"),
                           sentences=["Pizza is great!", "My cellphone's broken, great.", "Hi"])
     out = assert_shape(reply["embeddings"], (3, 384), what="embed_sentences(model, tokenizer, 3 sentences)")
-    assert_close(np.linalg.norm(out, axis=-1), np.ones(3), what="the norms of the rows", atol=1e-5,
-                 hint="L2-normalise each mean-pooled vector (F.normalize(x, dim=-1)).")
+    assert_close(np.linalg.norm(out, axis=-1), np.ones(3), what=tr("the norms of the rows"), atol=1e-5,
+                 hint=tr("L2-normalise each mean-pooled vector (F.normalize(x, dim=-1))."))
