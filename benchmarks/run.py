@@ -11,6 +11,7 @@ figures beside it, and judged PASS/MISS against its target. See
 benchmarks/README.md for what each line means.
 
 Benchmarks (``--only`` names):
+  grading   one whole grading of the reference now vs at commit 39a71e6            target <= 0.45x
   boundary  full hidden grading of the reference, strict isolation vs no boundary   target <= 1.3x
   layers    each stage's grading with Landlock and seccomp vs the namespaces alone  target <= 1.05x
   memory    peak PSS of grading one submission (process tree) vs Gradescope's 768 MB target <= 1x
@@ -38,7 +39,7 @@ from grader.engine import paths
 from grader.engine import stages as all_stages
 from tests.fixtures import batch_class
 
-from . import common
+from . import before, common
 from .common import (
     PY,
     ROOT,
@@ -57,7 +58,7 @@ from .common import (
 )
 from .otter import compare
 
-ORDER = ["mha", "sdpa", "check", "otter", "boundary", "layers", "memory", "batch"]
+ORDER = ["grading", "mha", "sdpa", "check", "otter", "boundary", "layers", "memory", "batch"]
 NUMPY_STAGES = ["a01_similarity", "a02_softmax", "a03_attention"]
 BATCH_STAGES = ["a02_softmax"]
 BATCH_COUNT, QUICK_BATCH_COUNT = 50, 20
@@ -68,7 +69,7 @@ def log(msg: str) -> None:
 
 
 def grade_argv(sub, stages=None, isolation=None, out=None):
-    argv = [PY, "-m", "grader", "grade", str(sub), "--quiet"]
+    argv = [PY, "-m", "grader", "grade", str(sub), "--quiet", "--threads", "1"]  # as the baselines: one thread
     if stages:
         argv += ["--stages", ",".join(stages)]
     if isolation:
@@ -458,7 +459,8 @@ def bench_otter(ctx) -> list:
     return [compare.run(ctx, log)]
 
 
-BENCHES = {"boundary": bench_boundary, "layers": bench_layers, "memory": bench_memory, "check": bench_check,
+BENCHES = {"grading": lambda ctx: [before.run(ctx, log)],
+           "boundary": bench_boundary, "layers": bench_layers, "memory": bench_memory, "check": bench_check,
            "batch": bench_batch, "otter": bench_otter, "mha": bench_kernels, "sdpa": bench_kernels}
 
 

@@ -46,9 +46,9 @@ def _say_isolation(rep) -> None:
 
 
 def cmd_grade(args) -> int:
-    from grader.engine import gradescope, run, table  # start-up
+    from grader.engine import cores, gradescope, run, table  # start-up
     rep = run.grade(args.submission, kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
-                    submission_id=args.id, threads=args.threads,
+                    submission_id=args.id, threads=args.threads or cores.available(),
                     allow_readable_secrets=args.allow_readable_secrets, seed=args.seed, language=language(args))
     _say_isolation(rep)
     if args.format == "gradescope":
@@ -136,7 +136,8 @@ def _add_grade(sub) -> None:
     g.add_argument("--format", choices=["json", "gradescope"], default="json")
     g.add_argument("--id", help="submission id in the report (default: the file or folder name)")
     g.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded"])
-    g.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    g.add_argument("--threads", type=int, default=None,
+                   help="torch threads per worker (default: the cores this process may use, cgroup quota included)")
     g.add_argument("--seed", type=int, help="the seed of the hidden suites' random inputs (default: from the "
                                             "course secret and --id); a report's `seed` reproduces it")
     g.add_argument("--allow-readable-secrets", action="store_true",
@@ -167,7 +168,8 @@ def _add_builds(sub) -> None:
 def _add_batch(sub) -> None:
     b = sub.add_parser("batch", help="grade every submission in a folder")
     b.add_argument("submissions_dir")
-    b.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2)))
+    b.add_argument("--workers", type=int, default=None,
+                   help="gradings at a time (default: the cores this process may use, cgroup quota included)")
     b.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite file in --out)")
     b.add_argument("--out", default="grading-out")
     b.add_argument("--stages")

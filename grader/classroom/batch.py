@@ -39,7 +39,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.engine import isolation, paths, stages
+from grader.engine import cores, isolation, paths, stages
 from grader.i18n import languages
 
 from . import canvas, executors, grades_csv, grading, html_report, late, lateness, summary, term
@@ -121,8 +121,9 @@ def main(args) -> int:
     # Refuse at once, not once per submission, where workers cannot be confined: without namespaces
     # every submission could read the hidden tests, unless the instructor accepts that (each report says so).
     isolation.Isolation.choose("auto", allow_readable_secrets=args.allow_readable_secrets)
-    return run_batch(args.submissions_dir, out=args.out, workers=args.workers, gradebook_url=args.gradebook,
-                     stage_ids=[s for s in (args.stages or "").split(",") if s] or None, executor=args.executor,
+    return run_batch(args.submissions_dir, out=args.out, workers=args.workers or cores.available(),
+                     gradebook_url=args.gradebook, stage_ids=[s for s in (args.stages or "").split(",") if s] or None,
+                     executor=args.executor,
                      scheduler=args.scheduler, regrade=args.regrade, reveal_after_due=args.reveal_after_due,
                      allow_readable_secrets=args.allow_readable_secrets, course=args.course, manifest=args.manifest,
                      similarity=args.similarity, references=tuple(args.reference or ()),

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 
-from grader.engine import run, stages
+from grader.engine import cores, run, stages
 
 from .grading_process import DEFAULT_TARGET, GradingProcess, Outcome, outcome_of_exception, scratch_folder
 from .rows import Status
@@ -37,22 +37,26 @@ class SuiteMismatch(RuntimeError):
     """The grading side has a different test suite than the batch that asked."""
 
 
-def _spec(job, stage_ids, hide, target: str, allow_readable_secrets: bool, language: str = "en") -> dict:
+def _spec(job, stage_ids, hide, target: str, allow_readable_secrets: bool, language: str = "en",
+          threads: int = 1) -> dict:
     """What a grading process needs to know about its submission (see ``GradingProcess``)."""
     return {"target": target, "path": job.path, "submission_id": job.id, "stage_ids": list(stage_ids),
-            "hide": [str(h) for h in hide], "allow_readable_secrets": allow_readable_secrets, "language": language}
+            "hide": [str(h) for h in hide], "allow_readable_secrets": allow_readable_secrets, "language": language,
+            "threads": threads}
 
 
 # ---------------------------------------------------------------- local processes
 
 class LocalExecutor:
-    """Grade on this machine with ``workers`` grading processes at a time."""
+    """Grade on this machine with ``workers`` grading processes at a time, each with its share of the
+    cores as torch threads (``cores.threads_per_grading``: 1 when there are as many workers as cores)."""
 
     name = "local"
 
     def __init__(self, workers: int, stage_ids, hide, timeout_s: float, target: str = DEFAULT_TARGET,
                  allow_readable_secrets: bool = False, language: str = "en"):
         self.workers = max(1, int(workers))
+        self.threads = cores.threads_per_grading(self.workers)
         self.stage_ids = list(stage_ids)
         self.hide = [str(h) for h in hide]
         self.timeout_s = timeout_s
@@ -71,7 +75,8 @@ class LocalExecutor:
     def _grade(self, job) -> Outcome:
         if self._stopping.is_set():
             raise cf.CancelledError
-        spec = _spec(job, self.stage_ids, self.hide, self.target, self.allow_readable_secrets, self.language)
+        spec = _spec(job, self.stage_ids, self.hide, self.target, self.allow_readable_secrets, self.language,
+                     self.threads)
         proc = GradingProcess(spec, job.slug, self._tmp, f"{socket.gethostname()}:local")
         with self._lock:
             self._live[proc.pid] = proc

@@ -48,13 +48,14 @@ class Outcome:
 
 
 def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), allow_readable_secrets: bool = False,
-               language: str = "en") -> dict:
+               language: str = "en", threads: int = 1) -> dict:
     """Grade the submission at ``path`` on the hidden suites; return its schema-v1 report.
 
     Runs in a grading process, which grades one submission and exits: its pytest session runs
     right there (``run.grade``'s ``pytest_here``). ``hide`` are paths the student's worker must
     not read (the class's folder, the outputs). ``allow_readable_secrets``: grade even where the
-    worker cannot be confined (``run.grade``). ``language``: the report's (``run.grade``). Raises
+    worker cannot be confined (``run.grade``). ``language``: the report's (``run.grade``). ``threads``: torch
+    threads in each worker (the batch's share of the cores per grading: ``cores.threads_per_grading``). Raises
     ``submission.UnreadableSubmission`` when there is nothing to grade.
     """
     chosen = stages.resolve(stage_ids)
@@ -66,7 +67,7 @@ def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), allow_rea
             target = submission.notebook_alone(path, tmp)
         rep = run.grade(target, kind="hidden", stage_ids=[s.id for s in chosen], submission_id=submission_id,
                         hide=tuple(str(h) for h in hide), pytest_here=True,
-                        allow_readable_secrets=allow_readable_secrets, language=language)
+                        allow_readable_secrets=allow_readable_secrets, language=language, threads=threads)
         rep["submission"]["path"] = str(path)
         return rep
     finally:
@@ -110,6 +111,8 @@ def _grade(spec: dict) -> dict:
         extra = {"allow_readable_secrets": True} if spec.get("allow_readable_secrets") else {}
         if spec.get("language", "en") != "en":  # a test's stand-in target need not take it
             extra["language"] = spec["language"]
+        if target == DEFAULT_TARGET and spec.get("threads", 1) > 1:  # a test's stand-in target grades nothing
+            extra["threads"] = spec["threads"]
         rep = _import_target(target)(spec["path"], spec["submission_id"], spec["stage_ids"], spec["hide"], **extra)
         result = {"status": Status.GRADED.value, "report": rep}
     except Exception as exc:  # noqa: BLE001 - whatever happened is this submission's row

@@ -23,9 +23,12 @@ from __future__ import annotations
 import csv
 import datetime as dt
 from dataclasses import dataclass
+from enum import Enum
 from fractions import Fraction
 from itertools import groupby
 from zoneinfo import ZoneInfo
+
+from grader.engine.report import Report, StageResult, StageStatus
 
 from .term import LatePolicy, TermError, parse_time
 
@@ -91,56 +94,83 @@ def _iso(when: dt.datetime | None, zone) -> str | None:
     return None if when is None else when.astimezone(zone).isoformat(timespec="seconds")
 
 
+class LateStatus(str, Enum):
+    """A stage's status in the report's ``late`` object."""
+    ON_TIME = "on_time"
+    LATE = "late"
+    AFTER_CUTOFF = "after_cutoff"
+    NO_TIME = "no_time"              # no submission time known: counted on time
+    NOT_SUBMITTED = "not_submitted"
+
+
+@dataclass
+class StageLateness:
+    """One stage of a report under the late policy (``late.stages[]``)."""
+    id: str
+    deadline: dt.datetime
+    status: LateStatus
+    before: Fraction                 # the score the tests gave
+    after: Fraction                  # the score after lateness (never above ``before``)
+    bonus: bool
+    seen: Seen | None = None         # when (and how) its graded version was first seen
+    days_late: int = 0
+    days_penalised: int = 0
+
+    def to_json(self, zone) -> dict:
+        return {"id": self.id, "status": self.status.value, "deadline": _iso(self.deadline, zone),
+                "submitted_at": _iso(self.seen.at if self.seen else None, zone),
+                "seen_via": self.seen.via if self.seen else None, "days_late": self.days_late,
+                "days_penalised": self.days_penalised, "score_before": float(self.before),
+                "score_after": float(self.after)}
+
+
+def _stage_lateness(policy: LatePolicy, student: str, stage: StageResult, seen: dict,
+                    cut_off: dict) -> StageLateness:
+    """Where one stage stands before the budget is spent: on time, late by how many days, or after the cut-off."""
+    sid, before = stage.id, Fraction(stage.score)
+    at = seen.get(sid) or cut_off.get(sid)
+    row = StageLateness(sid, policy.deadline(student, sid), LateStatus.ON_TIME, before, before, stage.bonus, at)
+    if sid in cut_off or (at and policy.after_cutoff(student, sid, at.at)):
+        row.status, row.after = LateStatus.AFTER_CUTOFF, Fraction(0)
+        row.days_late = policy.days_late(student, sid, at.at)
+    elif at is None:
+        row.status = LateStatus.NOT_SUBMITTED if stage.status is StageStatus.MISSING else LateStatus.NO_TIME
+    else:
+        row.days_late = policy.days_late(student, sid, at.at)
+        row.status = LateStatus.LATE if row.days_late else LateStatus.ON_TIME
+    return row
+
+
 def assess(policy: LatePolicy, student: str, report: dict, seen: dict, cut_off: dict | None = None) -> dict:
     """The report's ``late`` object. ``seen``: stage id -> Seen of the graded version; ``cut_off``:
     stage id -> Seen of work that was left out because it came after the cut-off (collected repositories)."""
     zone = ZoneInfo(policy.timezone)
-    cut_off = cut_off or {}
-    rows = []
-    for s in report["stages"]:
-        sid, before = s["id"], Fraction(s["score"])
-        at = seen.get(sid) or cut_off.get(sid)
-        row = {"id": sid, "deadline": policy.deadline(student, sid), "submitted_at": at.at if at else None,
-               "seen_via": at.via if at else None, "days_late": 0, "days_penalised": 0,
-               "before": before, "after": before, "bonus": bool(s.get("bonus"))}
-        if sid in cut_off or (at and policy.after_cutoff(student, sid, at.at)):
-            row.update(status="after_cutoff", days_late=policy.days_late(student, sid, at.at), after=Fraction(0))
-        elif at is None:
-            row["status"] = "not_submitted" if s["status"] == "missing" else "no_time"
-        else:
-            row["days_late"] = policy.days_late(student, sid, at.at)
-            row["status"] = "late" if row["days_late"] else "on_time"
-        rows.append(row)
-
+    rows = sorted((_stage_lateness(policy, student, s, seen, cut_off or {}) for s in Report.from_json(report).stages),
+                  key=lambda r: (r.deadline, r.id))
     left, deadlines = policy.late_days, []
-    rows.sort(key=lambda r: (r["deadline"], r["id"]))
-    for due, group in groupby(rows, key=lambda r: r["deadline"]):
+    for due, group in groupby(rows, key=lambda r: r.deadline):
         group = list(group)
-        late = [r for r in group if r["status"] == "late"]
-        worth = [r["days_late"] for r in late if r["before"] > 0]
-        charged = min(max(worth, default=0), left)
+        late = [r for r in group if r.status is LateStatus.LATE]
+        charged = min(max((r.days_late for r in late if r.before > 0), default=0), left)
         left -= charged
         for r in late:
-            if r["before"] > 0:
-                r["days_penalised"] = max(0, r["days_late"] - charged)
-                r["after"] = r["before"] * max(Fraction(0), 1 - policy.penalty_per_day * r["days_penalised"])
-        deadlines.append({"deadline": _iso(due, zone), "stages": [r["id"] for r in group],
-                          "days_late": max((r["days_late"] for r in group), default=0), "days_charged": charged})
+            if r.before > 0:
+                r.days_penalised = max(0, r.days_late - charged)
+                r.after = r.before * max(Fraction(0), 1 - policy.penalty_per_day * r.days_penalised)
+        deadlines.append({"deadline": _iso(due, zone), "stages": [r.id for r in group],
+                          "days_late": max((r.days_late for r in group), default=0), "days_charged": charged})
 
-    def total(key, bonus):
-        return sum((r[key] for r in rows if r["bonus"] == bonus), Fraction(0))
+    def total(bonus: bool, after: bool) -> Fraction:
+        return sum((r.after if after else r.before for r in rows if r.bonus == bonus), Fraction(0))
 
     out = {"policy": policy.describe(),
            "days_late": sum(d["days_late"] for d in deadlines),
            "days_charged": sum(d["days_charged"] for d in deadlines),
            "late_days_left": left,
-           "penalty": float(total("before", False) - total("after", False)),
-           "score_before": float(total("before", False)), "score_after": float(total("after", False)),
+           "penalty": float(total(False, False) - total(False, True)),
+           "score_before": float(total(False, False)), "score_after": float(total(False, True)),
            "deadlines": deadlines,
-           "stages": [{"id": r["id"], "status": r["status"], "deadline": _iso(r["deadline"], zone),
-                       "submitted_at": _iso(r["submitted_at"], zone), "seen_via": r["seen_via"],
-                       "days_late": r["days_late"], "days_penalised": r["days_penalised"],
-                       "score_before": float(r["before"]), "score_after": float(r["after"])} for r in rows]}
-    if any(r["bonus"] for r in rows):
-        out["bonus_before"], out["bonus_after"] = float(total("before", True)), float(total("after", True))
+           "stages": [r.to_json(zone) for r in rows]}
+    if any(r.bonus for r in rows):
+        out["bonus_before"], out["bonus_after"] = float(total(True, False)), float(total(True, True))
     return out

@@ -11,6 +11,7 @@ import textwrap
 
 import jsonschema
 import pytest
+from conftest import made_report
 
 from grader.classroom import grading, late, term
 from grader.classroom.discovery import Job
@@ -39,7 +40,7 @@ def rep(**scores) -> dict:
         missing = given == "missing"
         entries.append({"id": s.id, "score": 0.0 if missing else float(given), "max_score": float(s.points),
                         "status": "missing" if missing else "graded", "tests": []})
-    return {"score": sum(e["score"] for e in entries), "stages": entries}
+    return made_report(entries)
 
 
 def at(sid, **delta) -> late.Seen:

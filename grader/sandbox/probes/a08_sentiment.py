@@ -16,9 +16,14 @@ Common arguments
     head_state  {name: tensor} for the classification head, e.g. {"classifier.weight", "classifier.bias"}
     seed        torch.manual_seed before building the classifier
 """
+import json
+
 import torch
 
 HEAD = ("classifier.weight", "classifier.bias")  # the contract's names of the classification head
+# Rows a frozen, dropout-free encoder has already encoded, per encoder spec: {spec key: {row key: (n, H)}}.
+# Kept for the worker's life, so the second epoch and the flipped-label copy encode nothing again.
+_ENCODED = {}
 
 
 def _encoder(spec):
@@ -47,6 +52,44 @@ def _classifier(mod, encoder, classifier=None, head_state=None, seed=0):
         if not report["unexpected"] and not bad:
             model.load_state_dict(head_state, strict=False)
     return model, report
+
+
+def _memoize_rows(encoder, spec):
+    """Let a frozen encoder without dropout encode each distinct row (ids, mask) once.
+
+    Such an encoder is a fixed function of each row on its own (attention stays inside a row), so the row's
+    output can be reused whatever batch it comes in again. Only the contract's call
+    ``encoder(input_ids, attention_mask)`` (mask positional, by keyword or absent) is served from the memo;
+    any other call, or a call whose result is not (B, n, H), runs the student's forward as it is.
+    """
+    forward = encoder.forward
+    rows = _ENCODED.setdefault(json.dumps({k: v for k, v in spec.items() if k != "state_dict"}, sort_keys=True), {})
+
+    def memoized(input_ids, *args, **kwargs):
+        if len(args) + len(kwargs) > 1 or set(kwargs) - {"attention_mask"}:
+            return forward(input_ids, *args, **kwargs)
+        mask = args[0] if args else kwargs.get("attention_mask")
+        if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2
+                and (mask is None or isinstance(mask, torch.Tensor) and mask.shape == input_ids.shape)):
+            return forward(input_ids, *args, **kwargs)
+
+        def run(rows_at):  # the student's forward on some of the rows, called the way it was called
+            part = None if mask is None else mask[rows_at]
+            return forward(input_ids[rows_at], *([part] if args else []),
+                           **({"attention_mask": part} if kwargs else {}))
+
+        keys = [(tuple(ids.tolist()), None if mask is None else tuple(m.tolist()))
+                for ids, m in zip(input_ids, input_ids if mask is None else mask)]
+        missing = [i for i, key in enumerate(keys) if key not in rows]
+        if missing:
+            out = run(missing)
+            if not (isinstance(out, torch.Tensor) and out.dim() == 3 and out.shape[:2] == (len(missing),
+                                                                                          input_ids.shape[1])):
+                return forward(input_ids, *args, **kwargs)
+            rows.update(zip([keys[i] for i in missing], out.detach()))
+        return torch.stack([rows[key] for key in keys])
+
+    encoder.forward = memoized
 
 
 def _failed(report):
@@ -191,7 +234,9 @@ def fine_tune(mod, encoder, classifier, train_data, train_kwargs, freeze_encoder
     """Fine-tune a fresh SentimentClassifier with the student's train_classifier; return the trained head.
 
     train_data: {"input_ids", "attention_mask", "labels"}. With freeze_encoder the encoder's parameters
-    get requires_grad=False, so only the head learns (it keeps the run within the time limit).
+    get requires_grad=False, so only the head learns (it keeps the run within the time limit); an encoder
+    built without dropout is then a fixed function of each row, and encodes each distinct row once per worker
+    (``_memoize_rows``: the second epoch and a second run on the same tweets reuse it).
     The head is read from model.state_dict() under the contract's names (``classifier.weight`` (C, H),
     ``classifier.bias`` (C,)): the trusted process predicts the hidden test tweets with it, through its
     own encoder and pooling, so no hidden tweet ever comes to the worker.
@@ -201,6 +246,8 @@ def fine_tune(mod, encoder, classifier, train_data, train_kwargs, freeze_encoder
     if freeze_encoder:
         for p in model.encoder.parameters():
             p.requires_grad_(False)
+        if encoder["init"].get("dropout") == 0.0:
+            _memoize_rows(model.encoder, encoder)
     losses = mod.train_classifier(model, train_data["input_ids"], train_data["attention_mask"],
                                   train_data["labels"], **train_kwargs)
     state = model.state_dict()
