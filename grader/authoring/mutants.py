@@ -159,7 +159,8 @@ def upstream_shortfalls(report: dict, mistake: Mutant | None = None) -> list:
 
 def naming_messages(mutant: Mutant, feedback) -> list:
     """The marked texts of ``feedback`` that name ``mutant`` in English: the innermost ones whose own text
-    (their msgid, placeholders left out) holds one of its ``feedback_mentions``."""
+    (their msgid and the plain values they show, e.g. an exception's type; not the texts nested in them)
+    holds one of its ``feedback_mentions``."""
     words = [w.lower() for w in mutant.feedback_mentions]
     found = []
 
@@ -167,7 +168,8 @@ def naming_messages(mutant: Mutant, feedback) -> list:
         if not isinstance(message, Message):
             return False
         inner = [walk(p) for p in (*message.params.values(), *message.parts)]
-        own = (message.msgid or "").lower()
+        plain = [str(v) for v in message.params.values() if not isinstance(v, Message)]
+        own = " ".join([message.msgid or "", *plain]).lower()
         if not any(inner) and any(w in own for w in words):
             found.append(message)
             return True

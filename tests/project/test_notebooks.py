@@ -87,7 +87,7 @@ def test_notebook_layout(stage_id):
     assert all(not line.lstrip().startswith(("!", "%")) for c, t in zip(code, tags) if t
                for line in c.source.splitlines())
     # a check cell and at least one picture, both untagged
-    assert any("course.check(STAGE)" in c.source for c, t in zip(code, tags) if t == ())
+    assert any("course.check(STAGE, language=LANGUAGE)" in c.source for c, t in zip(code, tags) if t == ())
     assert any("figures.show(" in c.source for c, t in zip(code, tags) if t == ()), "no picture cell"
     # the handout is there
     readme = stages.get(stage_id).folder / "README.md"
@@ -281,7 +281,7 @@ def _execute(path, env: dict, run_check: bool = True):
 
     nb = nbformat.read(str(path), as_version=4)
     if not run_check:
-        for cell in _cells(nb, "course.check(STAGE)"):
+        for cell in _cells(nb, "course.check(STAGE, language=LANGUAGE)"):
             cell.source = "print('check skipped by the course tests')"
     nb.cells.append(nbformat.v4.new_code_cell("import sys; print('KERNEL', sys.executable)"))
     start = time.monotonic()
@@ -358,7 +358,7 @@ def test_notebook_runs_with_the_reference(course_tree, stage_id):
     nb, elapsed = _execute(path, {**ENV, "COURSE_FIGURES_STRICT": "1"}, run_check=checked)
     TIMINGS[f"reference {stage_id}"] = elapsed
     if checked:
-        check = _text(_cells(nb, "course.check(STAGE)")[0])
+        check = _text(_cells(nb, "course.check(STAGE, language=LANGUAGE)")[0])
         assert "Checking" in check and "NotImplementedError" not in check, check[-2000:]
     if checked and stages.get(stage_id).suite("public").exists():
         points = stages.get(stage_id).points
@@ -375,7 +375,7 @@ def test_shipped_notebook_runs_and_reports_not_implemented(course_tree, stage_id
     nb, elapsed = _execute(path, ENV, run_check=checked)
     TIMINGS[f"starter   {stage_id}"] = elapsed
     if checked and stages.get(stage_id).suite("public").exists():
-        check = _text(_cells(nb, "course.check(STAGE)")[0])
+        check = _text(_cells(nb, "course.check(STAGE, language=LANGUAGE)")[0])
         assert "raised NotImplementedError" in check and "Traceback" not in check, check[-2000:]
     for cell in _cells(nb, "figures.show("):
         assert "No picture yet" in _text(cell) and "still raises NotImplementedError" in _text(cell), \
