@@ -71,17 +71,23 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
                    if s.id in handed_in else _missing_stage(s, kind, intake.notes_about(s.id))
                    for s in chosen if s.suite(kind).exists()]
         widest = max(chosen, key=lambda s: (s.memory_mb, s.time_limit_s))
-        result = report.assemble(intake, kind, entries, iso_choice.for_stage(widest).describe(),
-                                 time.monotonic() - start, seed=seed, language=language or "en").to_json()
-        if language is None:
-            return result
-        result = localize(result, language)
-        if validate:
-            report.validate(result)
-        return result
+        return _rendered(report.assemble(intake, kind, entries, iso_choice.for_stage(widest).describe(),
+                                         time.monotonic() - start, seed=seed, language=language or "en"),
+                         language, validate)
     finally:
         forkservers.close_all()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _rendered(result: report.Report, language: str | None, validate: bool) -> dict:
+    """The report as JSON, its texts in ``language``; None leaves them Messages (and skips the schema check)."""
+    data = result.to_json()
+    if language is None:
+        return data
+    data = localize(data, language)
+    if validate:
+        report.validate(data)
+    return data
 
 
 def _earlier_verdicts(runnable, handed_in, folder, kind, fast_only, seed):
