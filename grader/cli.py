@@ -26,7 +26,16 @@ def language(args) -> str:
     return languages.for_command(args.command, args.lang, getattr(args, "course", None))
 
 
+def _probe_while_importing(args) -> None:
+    """Start the isolation probe's child before the grading imports numpy and pytest: the two take
+    about as long, and run side by side (``isolation.probe_soon``)."""
+    if args.isolation != "degraded":
+        from grader.engine import isolation  # start-up: light (no numpy)
+        isolation.probe_soon()
+
+
 def cmd_check(args) -> int:
+    _probe_while_importing(args)
     from grader.engine import run, table  # start-up: each command imports only what it runs
     stage_ids = [args.stage] if args.stage else None
     rep = run.grade(args.path, kind="public", stage_ids=stage_ids, isolation=args.isolation,
@@ -46,6 +55,7 @@ def _say_isolation(rep) -> None:
 
 
 def cmd_grade(args) -> int:
+    _probe_while_importing(args)
     from grader.engine import cores, gradescope, run, table  # start-up
     rep = run.grade(args.submission, kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
                     submission_id=args.id, threads=args.threads or cores.available(),

@@ -25,7 +25,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.engine import paths, run, stages, submission
+from grader.engine import isolation, paths, run, stages, submission
 from grader.engine.atomic import write_json
 from grader.engine.submission import UnreadableSubmission
 
@@ -102,6 +102,8 @@ def _set_pdeathsig(sig=signal.SIGTERM) -> None:
 def _grade(spec: dict) -> dict:
     """The outcome of ``spec``'s grading as JSON: status, report or error, and the suite it ran."""
     suite = None
+    if spec.get("probed"):
+        isolation.adopt(spec["probed"])
     try:
         target = spec.get("target", DEFAULT_TARGET)
         if target == DEFAULT_TARGET:
@@ -179,8 +181,9 @@ class GradingProcess:
     """A grading process, started at once; :meth:`finish` waits for its outcome within a budget.
 
     ``spec``: ``target`` ("module:function"), ``path``, ``submission_id``, ``stage_ids``, ``hide``,
-    ``allow_readable_secrets``; ``scratch``: a :func:`scratch_folder`; ``worker``: where it runs,
-    for the outcome."""
+    ``allow_readable_secrets``, ``language``, ``threads`` (and, added here, this process's isolation
+    probe, which the grading adopts instead of probing again); ``scratch``: a :func:`scratch_folder`;
+    ``worker``: where it runs, for the outcome."""
 
     def __init__(self, spec: dict, slug: str, scratch: str, worker: str):
         self.worker = worker
@@ -192,7 +195,8 @@ class GradingProcess:
         env = dict(os.environ)
         env["TMPDIR"] = self.tmp
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.ROOT), env.get("PYTHONPATH", "")]))
-        spec = {**spec, "result": self.result, "parent": os.getpid()}
+        # one probe per batch (or Dask worker) process, not per grading: the same machine, the same course
+        spec = {**spec, "result": self.result, "parent": os.getpid(), "probed": isolation.probe().to_json()}
         with open(self.stderr, "wb") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", MODULE, json.dumps(spec)],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,

@@ -34,6 +34,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 
 from grader.sandbox import jail
@@ -100,28 +101,62 @@ class Layer:
 
 
 _probed: dict = {}
+_probing = threading.Lock()  # a batch's grading threads ask at once; one probe answers them all
+
+
+def _probe_command(secrets=None) -> tuple[dict, list]:
+    asked = {"uid": UID_BASE + os.getpid(), "course": str(paths.ROOT),
+             "secrets": [str(p) for p in (paths.SECRET_PATHS if secrets is None else secrets) if os.path.exists(p)]}
+    return asked, [sys.executable, "-I", str(paths.SANDBOX / "jail.py"), "--probe", json.dumps(asked)]
+
+
+def probe_soon() -> None:
+    """Start :func:`probe`'s child now, so that it runs while this process imports the rest
+    (numpy, pytest: about as long as the probe); :func:`probe` collects its answer."""
+    if sys.platform == "linux" and not _probed:
+        asked, command = _probe_command()
+        _probed["pending"] = asked, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                     text=True)
 
 
 def probe(secrets=None) -> Probed:
     """What this machine allows (:func:`grader.sandbox.jail.probe` in a fresh ``python -I``, never a
-    fork of this process, which may hold threads); cached per process. ``secrets``: the paths a
-    confined child must not read (default: :data:`paths.SECRET_PATHS`)."""
-    if "result" not in _probed:
-        if sys.platform != "linux":
-            _probed["result"] = Probed(Route.NONE, False, {"root": f"not Linux ({sys.platform})"},
-                                       landlock_why="not Linux", seccomp_why="not Linux")
-        else:
-            asked = {"uid": UID_BASE + os.getpid(), "course": str(paths.ROOT),
-                     "secrets": [str(p) for p in (paths.SECRET_PATHS if secrets is None else secrets)
-                                 if os.path.exists(p)]}
-            proc = subprocess.run([sys.executable, "-I", str(paths.SANDBOX / "jail.py"), "--probe",
-                                   json.dumps(asked)], capture_output=True, text=True, timeout=60)
-            try:
-                _probed["result"] = Probed.from_json(proc.stdout)
-            except (ValueError, TypeError, KeyError):
-                why = (proc.stderr.strip().splitlines() or [f"status {proc.returncode}"])[-1]
-                _probed["result"] = Probed(Route.NONE, False, {"probe": why}, landlock_why=why, seccomp_why=why,
-                                           readable=asked["secrets"])
+    fork of this process, which may hold threads); cached per process, started early by
+    :func:`probe_soon`. ``secrets``: the paths a confined child must not read (default:
+    :data:`paths.SECRET_PATHS`)."""
+    with _probing:
+        return _probed["result"] if "result" in _probed else _probe(secrets)
+
+
+def adopt(probed_json: str) -> None:
+    """Take the probe of the process that started this one (a batch probes once for all its gradings:
+    the same machine, the same course). A re-probe (after ``_make_private``) still runs here."""
+    with _probing:
+        _probed.clear()
+        _probed["result"] = Probed.from_json(probed_json)
+
+
+def _probe(secrets) -> Probed:
+    if sys.platform != "linux":
+        _probed["result"] = Probed(Route.NONE, False, {"root": f"not Linux ({sys.platform})"},
+                                   landlock_why="not Linux", seccomp_why="not Linux")
+        return _probed["result"]
+    if "pending" in _probed and secrets is None:
+        asked, proc = _probed.pop("pending")
+    else:
+        asked, command = _probe_command(secrets)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    try:
+        _probed["result"] = Probed.from_json(out)
+    except (ValueError, TypeError, KeyError):
+        why = (err.strip().splitlines() or [f"status {proc.returncode}"])[-1]
+        _probed["result"] = Probed(Route.NONE, False, {"probe": why}, landlock_why=why, seccomp_why=why,
+                                   readable=asked["secrets"])
     return _probed["result"]
 
 
