@@ -26,16 +26,18 @@ def language(args) -> str:
     return languages.for_command(args.command, args.lang, getattr(args, "course", None))
 
 
-def _probe_while_importing(args) -> None:
-    """Start the isolation probe's child before the grading imports numpy and pytest: the two take
-    about as long, and run side by side (``isolation.probe_soon``)."""
+def _before_numpy(args, threads: int) -> None:
+    """What a grading command does before it imports numpy and pytest: numpy's BLAS threads
+    (``cores.limit_blas_threads``), and the isolation probe's child started, to run beside those imports
+    (``isolation.probe_soon``: the two take about as long)."""
+    from grader.engine import cores, isolation  # start-up: light (no numpy)
+    cores.limit_blas_threads(threads)
     if args.isolation != "degraded":
-        from grader.engine import isolation  # start-up: light (no numpy)
         isolation.probe_soon()
 
 
 def cmd_check(args) -> int:
-    _probe_while_importing(args)
+    _before_numpy(args, threads=1)
     from grader.engine import run, table  # start-up: each command imports only what it runs
     stage_ids = [args.stage] if args.stage else None
     rep = run.grade(args.path, kind="public", stage_ids=stage_ids, isolation=args.isolation,
@@ -55,10 +57,12 @@ def _say_isolation(rep) -> None:
 
 
 def cmd_grade(args) -> int:
-    _probe_while_importing(args)
-    from grader.engine import cores, gradescope, run, table  # start-up
+    from grader.engine import cores  # start-up: light
+    threads = args.threads or cores.available()
+    _before_numpy(args, threads)
+    from grader.engine import gradescope, run, table  # start-up
     rep = run.grade(args.submission, kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
-                    submission_id=args.id, threads=args.threads or cores.available(),
+                    submission_id=args.id, threads=threads,
                     allow_readable_secrets=args.allow_readable_secrets, seed=args.seed, language=language(args))
     _say_isolation(rep)
     if args.format == "gradescope":

@@ -25,7 +25,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.engine import isolation, paths, run, stages, submission
+from grader.engine import cores, isolation, paths, run, stages, submission
 from grader.engine.atomic import write_json
 from grader.engine.submission import UnreadableSubmission
 
@@ -195,6 +195,7 @@ class GradingProcess:
         env = dict(os.environ)
         env["TMPDIR"] = self.tmp
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.ROOT), env.get("PYTHONPATH", "")]))
+        cores.limit_blas_threads(spec.get("threads", 1), env)  # its share of the cores, from numpy's import on
         # one probe per batch (or Dask worker) process, not per grading: the same machine, the same course
         spec = {**spec, "result": self.result, "parent": os.getpid(), "probed": isolation.probe().to_json()}
         with open(self.stderr, "wb") as err:

@@ -61,3 +61,21 @@ def available() -> int:
 def threads_per_grading(workers: int, cores: int | None = None) -> int:
     """Torch threads for each of ``workers`` gradings running side by side: the cores shared out, at least 1."""
     return max(1, (available() if cores is None else cores) // max(1, workers))
+
+
+BLAS_THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def blas_env(threads: int) -> dict:
+    """The BLAS/OpenMP thread counts of a process that grades with ``threads`` threads."""
+    return {name: str(threads) for name in BLAS_THREADS}
+
+
+def limit_blas_threads(threads: int, env=os.environ) -> None:
+    """Give this (trusted) process's numpy ``threads`` BLAS threads, unless the user chose a number.
+    Call it before numpy is imported, or pass the ``env`` of a process about to start. Otherwise OpenBLAS
+    starts a thread per core at import, which spins about 0.07 CPU-s for nothing (the trusted side
+    multiplies small arrays): once per ``check``, and once per submission in a batch, where the other
+    cores belong to the other gradings."""
+    for name, value in blas_env(threads).items():
+        env.setdefault(name, value)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from grader.sandbox import jail
 from grader.sandbox.plan import Plan, Probed, Route
 
-from . import paths
+from . import cores, paths
 
 DEFAULT_LIMITS = {"cpu_s": 600, "memory_mb": 6144, "processes": 512, "open_files": 256, "file_mb": 16}
 UID_BASE = 200_000  # one uid per trusted process: workers of parallel grades cannot see each other
@@ -384,8 +384,7 @@ def one_line(described: dict) -> str:
 def base_env(threads: int) -> dict:
     """What every process on the worker side of the boundary gets: a path, a
     locale, and its BLAS/OpenMP threads."""
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": str(threads),
-           "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads), **MALLOC_ENV}
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **cores.blas_env(threads), **MALLOC_ENV}
     for key in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # some CPUs need these for correct BLAS
         if key in os.environ:
             env[key] = os.environ[key]

@@ -83,24 +83,45 @@ def test_dask_stops_a_grading_past_its_budget(tmp_path, fake_grader, monkeypatch
     assert time.monotonic() - start < 30
 
 
-PROBE_SEEN = """
+SEEN = """
+import os
+
+
 def grade(path, submission_id, stage_ids, hide, **kw):
     from grader.engine import isolation
-    return {"probed": isolation._probed.get("result").to_json() if "result" in isolation._probed else None}
+    return {"probed": isolation._probed.get("result").to_json() if "result" in isolation._probed else None,
+            "blas": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}}
 """
+
+
+def _seen_by_a_grading_process(tmp_path, monkeypatch, **spec) -> dict:
+    """What a grading process started as a batch starts it (``GradingProcess``) finds in itself."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "seen.py").write_text(SEEN)
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{lib}")
+    spec = {"target": "seen:grade", "path": str(tmp_path), "submission_id": "s", "stage_ids": ["a01_similarity"],
+            "hide": [], **spec}
+    (tmp_path / "scratch").mkdir()
+    outcome = grading_process.GradingProcess(spec, "s", str(tmp_path / "scratch"), "here").finish(60)
+    assert outcome.report, outcome
+    return outcome.report
 
 
 def test_a_grading_process_takes_the_batch_s_probe_instead_of_probing_again(tmp_path, monkeypatch):
     """A batch probes the machine once, not once per submission (0.14 s of CPU each, beside the
     session's start-up): each grading process adopts the probe of the process that started it."""
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / "probeseen.py").write_text(PROBE_SEEN)
-    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{lib}")
     marked = dataclasses.replace(isolation.probe(), why={"marker": "probed once, by the batch"})
     monkeypatch.setitem(isolation._probed, "result", marked)
-    spec = {"target": "probeseen:grade", "path": str(tmp_path), "submission_id": "s", "stage_ids": ["a01_similarity"],
-            "hide": []}
-    (tmp_path / "scratch").mkdir()
-    outcome = grading_process.GradingProcess(spec, "s", str(tmp_path / "scratch"), "here").finish(60)
-    assert outcome.report == {"probed": marked.to_json()}, outcome
+    assert _seen_by_a_grading_process(tmp_path, monkeypatch)["probed"] == marked.to_json()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_grading_process_s_numpy_gets_its_share_of_the_cores_unless_the_user_chose(tmp_path, monkeypatch, threads):
+    """OpenBLAS otherwise starts a spinning thread per core when the grading imports numpy (0.07 CPU-s per
+    submission), on cores the other gradings of the batch were given; a number the user set is kept."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "7")
+    blas = _seen_by_a_grading_process(tmp_path, monkeypatch, threads=threads)["blas"]
+    assert blas == {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": "7", "OPENBLAS_NUM_THREADS": str(threads)}
