@@ -46,7 +46,6 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
     """
     start = time.monotonic()
     chosen = stages.resolve(stage_ids)
-    iso_choice = iso.Isolation.choose(isolation, hide, kind=kind, allow_readable_secrets=allow_readable_secrets)
     work = tempfile.mkdtemp(prefix="grader-")
     os.chmod(work, 0o711)
     private = os.path.join(work, "private")
@@ -58,10 +57,14 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         handed_in = {s.id for s in stages.all_stages() if os.path.exists(os.path.join(intake.folder, s.module_file))}
         runnable = [s for s in chosen if s.id in handed_in and s.suite(kind).exists()]
         prior, recorded = _earlier_verdicts(runnable, handed_in, intake.folder, kind, fast_only, seed)
+        if runnable and pytest_here:
+            # three start-ups side by side: the fork servers import numpy (and torch), this process imports
+            # pytest, and the probe's child (isolation.probe_soon) tries the confinement
+            forkservers.start({s.library for s in runnable + [s for s, _ in prior]}, threads)
+            import pytest  # noqa: F401
+        iso_choice = iso.Isolation.choose(isolation, hide, kind=kind, allow_readable_secrets=allow_readable_secrets)
         json_tests, events = [], {}
         if runnable:
-            if pytest_here:  # torch's import starts now, beside the session's own start-up
-                forkservers.start({s.library for s in runnable + [s for s, _ in prior]}, threads)
             json_tests, events = _run_pytest(intake.folder, runnable, kind, iso_choice, work, threads, hide,
                                              fast_only, reverse_order, pytest_here, intake.id, seed,
                                              verdict_only=[s for s, _ in prior], recorded=recorded)
