@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, made_report
 
 from grader import i18n
 from grader.authoring import autograder, messages, mutants
@@ -154,12 +154,10 @@ def _report(language: str) -> dict:
     name = i18n.tr("-inf entries get weight 0; a row of only -inf gives zeros, not NaN")
     feedback = i18n.tr("NaN in the output. For a row of only -inf the max is -inf and x - max is NaN; shift such "
                        "a row by 0 instead, so its weights come out as 0.")
-    rep = {"language": language, "kind": "public", "submission": {"id": "s", "sha256": "0" * 64},
-           "score": 6.75, "max_score": 8.0, "duration_s": 1.0, "errors": [], "isolation": {"mode": "strict"},
-           "stages": [{"id": "a02_softmax", "title": "softmax", "score": 6.75, "max_score": 8.0, "status": "graded",
-                       "tests": [{"id": "a02_softmax::test_softmax_masked_entries", "name": name, "score": 0.0,
-                                  "max_score": 1.25, "status": "failed", "visibility": "visible",
-                                  "feedback": feedback}]}]}
+    test = {"id": "a02_softmax::test_softmax_masked_entries", "name": name, "score": 0.0, "max_score": 1.25,
+            "status": "failed", "visibility": "visible", "feedback": feedback, "duration_s": 0.0}
+    rep = made_report([{"id": "a02_softmax", "title": "softmax", "score": 6.75, "tests": [test]}],
+                      language=language, kind="public")
     return i18n.localize(rep, language)
 
 
