@@ -13,7 +13,7 @@ from pathlib import Path
 
 from grader.engine import report
 from grader.engine.atomic import write_json
-from grader.engine.report import Report, exact_sum
+from grader.engine.report import Report
 
 from .discovery import Job
 
@@ -85,7 +85,7 @@ class Row:
             return None
         lt = self.late
         if lt is None:
-            core, bonus, per = rep.score, exact_sum(s.score for s in rep.bonus), self.scores
+            core, bonus, per = rep.score, rep.bonus_score, self.scores
         else:
             core, bonus = lt["score_after"], lt.get("bonus_after", 0.0)
             per = {s["id"]: s["score_after"] for s in lt["stages"]}

@@ -120,6 +120,14 @@ class Report:
     def max_score(self) -> float:
         return exact_sum(s.max_score for s in self.core)
 
+    @property
+    def bonus_score(self) -> float:
+        return exact_sum(s.score for s in self.bonus)
+
+    @property
+    def bonus_max_score(self) -> float:
+        return exact_sum(s.max_score for s in self.bonus)
+
     def to_json(self) -> dict:
         data = {"schema_version": self.schema_version, "kind": self.kind,
                 **({"language": self.language} if self.language is not None else {}), "submission": self.submission,
@@ -128,8 +136,7 @@ class Report:
                 "errors": list(self.errors), "isolation": self.isolation, "environment": self.environment,
                 "duration_s": self.duration_s}
         if self.bonus:
-            data["bonus_score"] = exact_sum(s.score for s in self.bonus)
-            data["bonus_max_score"] = exact_sum(s.max_score for s in self.bonus)
+            data["bonus_score"], data["bonus_max_score"] = self.bonus_score, self.bonus_max_score
         if self.late is not None:
             data["late"] = self.late
         return data
