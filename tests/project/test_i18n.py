@@ -18,6 +18,7 @@ from grader.classroom import html_report
 from grader.classroom.discovery import Job
 from grader.classroom.rows import Row, Status
 from grader.engine import github_actions, gradescope, run, table
+from grader.engine.report import Report
 from grader.i18n import bypass, catalogue
 
 HANGUL = re.compile("[\uac00-\ud7a3]")
@@ -181,7 +182,7 @@ def test_the_gradescope_zip_grades_in_the_language_it_was_built_with(tmp_path):
 
 
 def test_github_notices_and_summary_speak_the_reports_language():
-    rep = _report("ko")
+    rep = Report.from_json(_report("ko"))
     assert github_actions.notices(rep) == ["::notice title=a02_softmax::a02_softmax: 공개 점수 6.75 / 8"]
     summary = github_actions.summary(rep)
     assert "| 테스트 | 상태 | 점수 | 무엇이 틀렸나 |" in summary and "| 실패 |" in summary
