@@ -62,11 +62,6 @@ class Row:
         return self.status.with_scores and bool(self.report)
 
     @property
-    def graded_report(self) -> dict | None:
-        """The report, when the row comes with scores."""
-        return self.report if self.has_grade else None
-
-    @property
     def graded(self) -> Report | None:
         """The report as types, when the row comes with scores."""
         return Report.from_json(self.report) if self.has_grade else None
