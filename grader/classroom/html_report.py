@@ -165,6 +165,16 @@ def _function_of(test_id: str) -> str:
     return test_id.split("[", 1)[0]
 
 
+def _test_functions(stage: StageResult) -> tuple[dict, dict]:
+    """The stage's test functions, each with its first case, and those that failed, each with its first failing case."""
+    tried, failed = {}, {}
+    for t in stage.tests:
+        tried.setdefault(_function_of(t.id), t)
+        if t.status is not TestStatus.PASSED:
+            failed.setdefault(_function_of(t.id), t)
+    return tried, failed
+
+
 def class_stats(rows: list[Row], chosen=()) -> dict:
     """Numbers behind the class report (also handy for tests and notebooks)."""
     graded = [r for r in rows if r.has_grade]
@@ -183,17 +193,12 @@ def class_stats(rows: list[Row], chosen=()) -> dict:
                 per_stage[s.id].append(s.score)
             if s.status is StageStatus.MISSING:
                 continue
-            seen_fail, seen = {}, set()
-            for t in s.tests:
-                fn = _function_of(t.id)
+            tried, failed = _test_functions(s)
+            for fn, t in tried.items():
                 names.setdefault(fn, t.name)
                 vis.setdefault(fn, t.visibility)
-                seen.add(fn)
-                if t.status is not TestStatus.PASSED and fn not in seen_fail:
-                    seen_fail[fn] = t
-            for fn in seen:
                 attempts[fn] += 1
-            for fn, t in seen_fail.items():
+            for fn, t in failed.items():
                 fails[fn] += 1
                 if "NotImplementedError" in t.feedback:  # a stub left as is: not a mistake
                     unfinished[s.id].add(r.job.id)
