@@ -36,6 +36,7 @@ from markupsafe import Markup
 
 from grader import i18n
 from grader.engine.atomic import write_bytes
+from grader.engine.report import StageResult, StageStatus, TestResult, TestStatus
 from grader.engine.table import STATUS_WORDS
 
 from .rows import Row, Status
@@ -115,33 +116,38 @@ def svg_hbars(items, *, title: str = "", width: int = 700, cls: str = "plot") ->
 
 # ---------------------------------------------------------------- the student's page
 
-def _student_view(test: dict, reveal_after_due: bool) -> dict:
+def _student_view(test: TestResult, reveal_after_due: bool) -> dict:
     """A test as its student may see it: ``feedback`` (failed tests whose visibility allows it)
     or ``withheld`` (the visibility that withholds it: ``hidden`` or ``after_due_date``)."""
-    vis = test.get("visibility", "visible")
+    vis = test.visibility
     shown = vis == "visible" or (vis == "after_due_date" and reveal_after_due)
-    failed = test["status"] != "passed"
+    failed = test.status is not TestStatus.PASSED
     return {"test": test, "visibility": vis,
-            "feedback": (test.get("feedback") or "") if failed and shown else "",
+            "feedback": test.feedback if failed and shown else "",
             "withheld": vis if failed and not shown else ""}
+
+
+def _stage_view(stage: StageResult, reveal_after_due: bool) -> dict:
+    """A stage on its student's page: whether it lost points, its failing and its passing tests (as the student
+    may see them)."""
+    passing = [t for t in stage.tests if t.status is TestStatus.PASSED]
+    failing = [t for t in stage.tests if t.status is not TestStatus.PASSED]
+    return {"stage": stage, "lost": stage.score < stage.max_score - 1e-9,
+            "failing": [_student_view(t, reveal_after_due) for t in failing],
+            "passing": [_student_view(t, reveal_after_due) for t in passing]}
 
 
 def submission_page(row: Row, chosen=(), *, reveal_after_due: bool = False, class_link: bool = False,
                     lang: str = "en") -> str:
     """The feedback page of one submission, in its report's language (``lang`` when it has no report)."""
-    rep = row.graded_report
-    lang = rep.get("language", lang) if rep else lang
-    stages = []
-    for s in rep["stages"] if rep else ():
-        views = [_student_view(t, reveal_after_due) for t in s["tests"]]
-        stages.append({"stage": s, "lost": s["score"] < s["max_score"] - 1e-9,
-                       "failing": [v for v in views if v["test"]["status"] != "passed"],
-                       "passing": [v for v in views if v["test"]["status"] == "passed"]})
-    return render("student.html", lang=lang, job=row.job, status=row.status, error=row.error,
-                  graded_at=row.graded_at, rep=rep, stages=stages, class_link=class_link,
-                  late=row.late if rep else None,
-                  fraction=_fraction(rep["score"] / rep["max_score"] if rep and rep["max_score"] else 0.0),
-                  notes=[e for e in rep.get("errors", []) if e] if rep else [])
+    rep = row.graded
+    if rep is None:
+        return render("student.html", lang=lang, job=row.job, status=row.status, error=row.error, rep=None)
+    return render("student.html", lang=rep.language or lang, job=row.job, status=row.status, error=row.error,
+                  graded_at=row.graded_at, rep=rep, stages=[_stage_view(s, reveal_after_due) for s in rep.stages],
+                  class_link=class_link, late=row.late,
+                  fraction=_fraction(rep.score / rep.max_score if rep.max_score else 0.0),
+                  notes=[e for e in rep.errors if e])
 
 
 # ---------------------------------------------------------------- the class report
@@ -159,42 +165,48 @@ def _function_of(test_id: str) -> str:
     return test_id.split("[", 1)[0]
 
 
+def _test_functions(stage: StageResult) -> tuple[dict, dict]:
+    """The stage's test functions, each with its first case, and those that failed, each with its first failing case."""
+    tried, failed = {}, {}
+    for t in stage.tests:
+        tried.setdefault(_function_of(t.id), t)
+        if t.status is not TestStatus.PASSED:
+            failed.setdefault(_function_of(t.id), t)
+    return tried, failed
+
+
 def class_stats(rows: list[Row], chosen=()) -> dict:
     """Numbers behind the class report (also handy for tests and notebooks)."""
     graded = [r for r in rows if r.has_grade]
-    stage_ids = [s.id for s in chosen] or sorted({s["id"] for r in graded for s in r.report["stages"]})
+    reports = [r.graded for r in graded]
+    stage_ids = [s.id for s in chosen] or sorted({s.id for rep in reports for s in rep.stages})
     per_stage = {sid: [] for sid in stage_ids}
     stage_max = {s.id: s.points for s in chosen}
     fails, attempts, names, vis = Counter(), Counter(), {}, {}
     diagnoses = defaultdict(Counter)      # test function -> diagnosis key -> submissions
     examples = {}
     unfinished = defaultdict(set)         # stage -> students with stubs still raising NotImplementedError
-    for r in graded:
-        for s in r.report["stages"]:
-            stage_max.setdefault(s["id"], s["max_score"])
-            if s["id"] in per_stage:
-                per_stage[s["id"]].append(s["score"])
-            if s["status"] == "missing":
+    for r, rep in zip(graded, reports):
+        for s in rep.stages:
+            stage_max.setdefault(s.id, s.max_score)
+            if s.id in per_stage:
+                per_stage[s.id].append(s.score)
+            if s.status is StageStatus.MISSING:
                 continue
-            seen_fail, seen = {}, set()
-            for t in s["tests"]:
-                fn = _function_of(t["id"])
-                names.setdefault(fn, t["name"])
-                vis.setdefault(fn, t.get("visibility", "visible"))
-                seen.add(fn)
-                if t["status"] != "passed" and fn not in seen_fail:
-                    seen_fail[fn] = t
-            for fn in seen:
+            tried, failed = _test_functions(s)
+            for fn, t in tried.items():
+                names.setdefault(fn, t.name)
+                vis.setdefault(fn, t.visibility)
                 attempts[fn] += 1
-            for fn, t in seen_fail.items():
+            for fn, t in failed.items():
                 fails[fn] += 1
-                if "NotImplementedError" in (t.get("feedback") or ""):  # a stub left as is: not a mistake
-                    unfinished[s["id"]].add(r.job.id)
+                if "NotImplementedError" in t.feedback:  # a stub left as is: not a mistake
+                    unfinished[s.id].add(r.job.id)
                     continue
-                key = f"[{t['status']}] " + diagnosis_key(t.get("feedback", ""))
+                key = f"[{t.status.value}] " + diagnosis_key(t.feedback)
                 diagnoses[fn][key] += 1
-                examples.setdefault((fn, key), t.get("feedback", ""))
-    totals = [r.report["score"] for r in graded]
+                examples.setdefault((fn, key), t.feedback)
+    totals = [rep.score for rep in reports]
     return {"graded": graded, "stage_ids": stage_ids, "per_stage": per_stage, "stage_max": stage_max,
             "fails": fails, "attempts": attempts, "names": names, "visibility": vis,
             "diagnoses": diagnoses, "examples": examples, "totals": totals, "unfinished": unfinished}
@@ -205,7 +217,7 @@ def class_page(rows: list[Row], chosen=(), *, suite: str = "", run_id=None, top:
     st = class_stats(rows, chosen)
     graded, totals, stage_ids = st["graded"], st["totals"], st["stage_ids"]
     total_max = (sum(s.points for s in chosen if not s.bonus) if chosen
-                 else (graded[0].report["max_score"] if graded else 0.0))
+                 else (graded[0].graded.max_score if graded else 0.0))
     # The plots are markup rendered by our own autoescaped templates: Markup() passes them on unescaped.
     plots = [{"id": "plot-total", "stage": False,
               "svg": Markup(svg_histogram(totals, 0.0, float(total_max or 1), title="total score", bins=10)),
@@ -227,10 +239,7 @@ def class_page(rows: list[Row], chosen=(), *, suite: str = "", run_id=None, top:
                                    title="share of submissions failing the test"))
     groups = sorted(((count, fn, key) for fn, c in st["diagnoses"].items() for key, count in c.items()),
                     key=lambda g: (-g[0], g[1], g[2]))[:top * 2]
-    students = [{"job": r.job, "status": r.status, "error": r.error,
-                 "scores": [r.scores.get(sid, 0.0) for sid in stage_ids] if r.has_grade else None,
-                 "total": r.report["score"] if r.has_grade else None, "late": r.late if r.has_grade else None}
-                for r in rows]
+    students = [_student_line(r, stage_ids) for r in rows]
     return render("class.html", n_rows=len(rows), n_graded=len(graded), suite=suite, run_id=run_id,
                   now=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                   plots=plots, failed=failed, failed_bars=failed_bars,
@@ -239,6 +248,15 @@ def class_page(rows: list[Row], chosen=(), *, suite: str = "", run_id=None, top:
                               "example": st["examples"][(fn, key)]} for count, fn, key in groups],
                   stage_ids=stage_ids, students=students, any_late=any(s["late"] for s in students),
                   not_graded=[r for r in rows if not r.status.with_scores])
+
+
+def _student_line(row: Row, stage_ids: list) -> dict:
+    """A submission's line of the class report: its stages' scores and its total as the tests gave them, and its
+    ``late`` object (None for each without a grade)."""
+    rep = row.graded
+    return {"job": row.job, "status": row.status, "error": row.error,
+            "scores": [row.scores.get(sid, 0.0) for sid in stage_ids] if rep else None,
+            "total": rep.score if rep else None, "late": row.late if rep else None}
 
 
 def write_all(folder, rows: list[Row], chosen=(), *, suite: str = "", run_id=None,

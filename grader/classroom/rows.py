@@ -13,7 +13,7 @@ from pathlib import Path
 
 from grader.engine import report
 from grader.engine.atomic import write_json
-from grader.engine.report import Report, exact_sum
+from grader.engine.report import Report
 
 from .discovery import Job
 
@@ -62,11 +62,6 @@ class Row:
         return self.status.with_scores and bool(self.report)
 
     @property
-    def graded_report(self) -> dict | None:
-        """The report, when the row comes with scores."""
-        return self.report if self.has_grade else None
-
-    @property
     def graded(self) -> Report | None:
         """The report as types, when the row comes with scores."""
         return Report.from_json(self.report) if self.has_grade else None
@@ -85,7 +80,7 @@ class Row:
             return None
         lt = self.late
         if lt is None:
-            core, bonus, per = rep.score, exact_sum(s.score for s in rep.bonus), self.scores
+            core, bonus, per = rep.score, rep.bonus_score, self.scores
         else:
             core, bonus = lt["score_after"], lt.get("bonus_after", 0.0)
             per = {s["id"]: s["score_after"] for s in lt["stages"]}

@@ -21,6 +21,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from ..i18n import from_environment, render, tr
+from .report import Report, StageResult, TestStatus
 from .table import STATUS_WORDS
 
 POINTS_FILE = "public-points.tsv"
@@ -45,50 +46,52 @@ def _points(x) -> str:
     return f"{float(x):g}"
 
 
-def _stage_points(s: dict, language: str) -> str:
-    return render(tr("{stage}: {points} / {max_points} public points", stage=s["id"], points=_points(s["score"]),
-                     max_points=_points(s["max_score"])), language)
+def _stage_points(s: StageResult, language: str) -> str:
+    return render(tr("{stage}: {points} / {max_points} public points", stage=s.id, points=_points(s.score),
+                     max_points=_points(s.max_score)), language)
 
 
-def summary(report: dict) -> str:
+def summary(rep: Report) -> str:
     """A Markdown section per stage of a ``check`` report, in the report's language."""
-    language = report.get("language", "en")
+    language = rep.language or "en"
     lines = []
-    for s in report["stages"]:
+    for s in rep.stages:
         lines.append(f"### {_stage_points(s, language)}")
-        failing = [t for t in s["tests"] if t["status"] != "passed"]
-        if s.get("message"):
-            lines.append(f"\n{_cell(s['message'])}")
+        failing = [t for t in s.tests if t.status is not TestStatus.PASSED]
+        if s.message:
+            lines.append(f"\n{_cell(s.message)}")
         if failing:
             header = render(tr("| test | status | points | what is wrong |"), language)
             lines += ["", header, "|---|---|---|---|"]
-            lines += [f"| `{_cell(t['id'])}` | {render(STATUS_WORDS.get(t['status'], t['status']), language)} | "
-                      f"0 / {_points(t['max_score'])} | {_cell(t['feedback'])} |" for t in failing]
+            lines += [f"| `{_cell(t.id)}` | {render(STATUS_WORDS[t.status.value], language)} | "
+                      f"0 / {_points(t.max_score)} | {_cell(t.feedback)} |" for t in failing]
         else:
             lines.append("\n" + render(tr("Every public test of this stage passed."), language))
         lines.append("")
     return "\n".join(lines) + "\n"
 
 
-def notices(report: dict) -> list:
-    language = report.get("language", "en")
-    return [f"::notice title={_command_property(s['id'])}::" + _command_data(_stage_points(s, language))
-            for s in report["stages"]]
+def notices(rep: Report) -> list:
+    language = rep.language or "en"
+    return [f"::notice title={_command_property(s.id)}::" + _command_data(_stage_points(s, language))
+            for s in rep.stages]
 
 
 def publish(report: dict, environ=None, out=None) -> None:
-    """What ``check --github`` adds to a run (above); outside GitHub Actions only the notices are printed."""
+    """What ``check --github`` adds to a run (above), from its report (JSON, as ``check`` grades it); outside
+    GitHub Actions only the notices are printed."""
+    rep = Report.from_json(report)
     environ = os.environ if environ is None else environ
     out = out or sys.stdout
-    for line in notices(report):
+    for line in notices(rep):
         print(line, file=out)
     if environ.get("GITHUB_STEP_SUMMARY"):
         with open(environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
-            f.write(summary(report))
+            f.write(summary(rep))
     if environ.get("RUNNER_TEMP"):
         with open(Path(environ["RUNNER_TEMP"]) / POINTS_FILE, "a", encoding="utf-8") as f:
-            for s in report["stages"]:
-                f.write(f"{s['id']}\t{s['score']!r}\t{s['max_score']!r}\n")
+            for s in rep.stages:
+                f.write(f"{s.id}\t{s.score!r}\t{s.max_score!r}\n")
 
 
 def total(expected=(), environ=None, out=None, language: str | None = None) -> tuple[Fraction, Fraction, list]:

@@ -10,6 +10,7 @@ import json
 import sys
 
 from ..i18n import render, tr
+from .report import Report, StageResult, TestResult, TestStatus
 from .table import STATUS_WORDS
 
 # What the student sees in results.json; the reason itself is in the autograder's output (its stdout),
@@ -22,33 +23,34 @@ NOT_GRADED = {
 
 
 def results_json(report: dict) -> dict:
-    """Gradescope's results format (score, tests with name/score/max_score/status/output/visibility), in the
-    report's language (its test names and feedback already are; the lines added here are translated)."""
-    language = report.get("language", "en")
-    tests = []
-    for stage in report["stages"]:
-        for t in stage["tests"]:
-            tests.append({
-                "name": f"{stage['id']}: {t['name']}",
-                "number": t["id"],
-                "score": t["score"],
-                "max_score": t["max_score"],
-                "status": "passed" if t["status"] == "passed" else "failed",
-                "output": t["feedback"] or ("" if t["status"] == "passed"
-                                            else render(STATUS_WORDS.get(t["status"], t["status"]), language)),
-                "visibility": t["visibility"],
-            })
-    total = report["score"] + report.get("bonus_score", 0.0)
+    """Gradescope's results format (score, tests with name/score/max_score/status/output/visibility) of a report
+    (JSON, as a grading returns it), in the report's language (its test names and feedback already are; the lines
+    added here are translated)."""
+    rep = Report.from_json(report)
+    language = rep.language or "en"
+    bonus = (tr(" (+{bonus} bonus, capped at the course total)", bonus=f"{rep.bonus_score:.2f}") if rep.bonus
+             else "")
     return {
-        "score": min(total, report["max_score"]),
-        "output": render(tr("Transformer course grader: {score} / {max_score}{bonus}",
-                            score=f"{report['score']:.2f}", max_score=f"{report['max_score']:.0f}",
-                            bonus=tr(" (+{bonus} bonus, capped at the course total)",
-                                     bonus=f"{report['bonus_score']:.2f}") if "bonus_score" in report else ""),
-                         language),
-        "tests": tests,
+        "score": min(rep.score + rep.bonus_score, rep.max_score),
+        "output": render(tr("Transformer course grader: {score} / {max_score}{bonus}", score=f"{rep.score:.2f}",
+                            max_score=f"{rep.max_score:.0f}", bonus=bonus), language),
+        "tests": [_test(stage, t, language) for stage in rep.stages for t in stage.tests],
         "visibility": "visible",
-        "execution_time": int(report["duration_s"]),
+        "execution_time": int(rep.duration_s),
+    }
+
+
+def _test(stage: StageResult, t: TestResult, language: str) -> dict:
+    """One test as Gradescope lists it: passed or failed, and its feedback (else its status, when it did not pass)."""
+    passed = t.status is TestStatus.PASSED
+    return {
+        "name": f"{stage.id}: {t.name}",
+        "number": t.id,
+        "score": t.score,
+        "max_score": t.max_score,
+        "status": "passed" if passed else "failed",
+        "output": t.feedback or ("" if passed else render(STATUS_WORDS[t.status.value], language)),
+        "visibility": t.visibility,
     }
 
 

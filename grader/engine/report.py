@@ -8,9 +8,6 @@ from enum import Enum
 from fractions import Fraction
 from functools import lru_cache
 
-from grader.sandbox import protocol
-from grader.sandbox.protocol import ReplyKind
-
 from ..i18n import join, tr
 from ..i18n.message import from_json
 from . import paths, stages
@@ -120,6 +117,14 @@ class Report:
     def max_score(self) -> float:
         return exact_sum(s.max_score for s in self.core)
 
+    @property
+    def bonus_score(self) -> float:
+        return exact_sum(s.score for s in self.bonus)
+
+    @property
+    def bonus_max_score(self) -> float:
+        return exact_sum(s.max_score for s in self.bonus)
+
     def to_json(self) -> dict:
         data = {"schema_version": self.schema_version, "kind": self.kind,
                 **({"language": self.language} if self.language is not None else {}), "submission": self.submission,
@@ -128,8 +133,7 @@ class Report:
                 "errors": list(self.errors), "isolation": self.isolation, "environment": self.environment,
                 "duration_s": self.duration_s}
         if self.bonus:
-            data["bonus_score"] = exact_sum(s.score for s in self.bonus)
-            data["bonus_max_score"] = exact_sum(s.max_score for s in self.bonus)
+            data["bonus_score"], data["bonus_max_score"] = self.bonus_score, self.bonus_max_score
         if self.late is not None:
             data["late"] = self.late
         return data
@@ -177,6 +181,7 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, notes: list,
     (private/stages.json); ``notes``: the intake's lines about the stage's files. ``partial``: some tests
     were deselected on purpose (only the mutant catalogue does this), so ``max_score`` counts only the
     tests that ran."""
+    from grader.sandbox import protocol  # start-up: it imports numpy, which reading a report never needs
     tests = _test_results(stage, kind, json_tests)
     ev = events.get(stage.id, {})
     status, message = StageStatus.GRADED, ""
@@ -185,7 +190,7 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, notes: list,
                                                   seconds=f"{stage.time_limit_s:.0f}")
     elif ev.get("load", {}).get("ok") is False and ev.get("crashes"):
         status = StageStatus.CRASHED
-    if ev.get("load") and protocol.reply_kind(ev["load"]) is ReplyKind.LOAD_ERROR:
+    if ev.get("load") and protocol.reply_kind(ev["load"]) is protocol.ReplyKind.LOAD_ERROR:
         message = tr("could not import {module}: {error}", module=stage.module_file,
                      error=f"{ev['load'].get('type')}: {ev['load'].get('message')}")
     notes = [*notes, *(from_json(e) for e in ev.get("events", []))]

@@ -10,6 +10,7 @@ import os
 import sys
 
 from ..i18n import render, tr
+from .report import Report, StageStatus, TestStatus
 
 ANSI = {"green": "32", "red": "31", "yellow": "33", "magenta": "35", "dim": "2", "bold": "1"}
 STATUS_COLOUR = {"passed": "green", "failed": "red", "error": "red", "timeout": "yellow",
@@ -47,17 +48,18 @@ def _grid(header: list, rows: list, footer: list, right: set) -> list:
 
 
 def print_report(report: dict, *, show_feedback: bool = True, file=None) -> None:
-    """The report as a table and its feedback, in the report's language (its text is already in it; the
-    table's own words are translated here)."""
+    """The report (JSON, as a grading returns it) as a table and its feedback, in the report's language (its
+    text is already in it; the table's own words are translated here)."""
+    rep = Report.from_json(report)
     file = file or sys.stdout
     colour = file.isatty() and "NO_COLOR" not in os.environ
-    language = report.get("language", "en")
+    language = rep.language or "en"
 
     def words(text):
         return render(text, "ko" if language == "both" else language)  # one line per cell, even for "both"
 
-    def status_of(value):
-        return words(STATUS_WORDS.get(value, value))
+    def status_of(status: TestStatus | StageStatus):
+        return words(STATUS_WORDS[status.value])
 
     def paint(text, name):
         return f"\033[{ANSI[name]}m{text}\033[0m" if colour and name else text
@@ -66,33 +68,31 @@ def print_report(report: dict, *, show_feedback: bool = True, file=None) -> None
         print(text, file=file)
 
     rows = []
-    for s in report["stages"]:
-        passed = sum(t["status"] == "passed" for t in s["tests"])
-        rows.append([s["id"] + (words(tr(" (bonus)")) if s.get("bonus") else ""), status_of(s["status"]),
-                     f"{s['score']:.2f} / {s['max_score']:.0f}", f"{passed}/{len(s['tests'])}"])
-    footer = [[words(tr("total")), "", f"{report['score']:.2f} / {report['max_score']:.0f}", ""]]
-    if "bonus_score" in report:
-        footer.append([words(tr("bonus")), "", f"{report['bonus_score']:.2f} / {report['bonus_max_score']:.0f}",
-                       ""])
-    kind = tr("hidden tests") if report.get("kind", "hidden") == "hidden" else tr("public tests")
-    say(paint(f"{report['submission']['id']} ({words(kind)})", "bold"))
+    for s in rep.stages:
+        passed = sum(t.status is TestStatus.PASSED for t in s.tests)
+        rows.append([s.id + (words(tr(" (bonus)")) if s.bonus else ""), status_of(s.status),
+                     f"{s.score:.2f} / {s.max_score:.0f}", f"{passed}/{len(s.tests)}"])
+    footer = [[words(tr("total")), "", f"{rep.score:.2f} / {rep.max_score:.0f}", ""]]
+    if rep.bonus:
+        footer.append([words(tr("bonus")), "", f"{rep.bonus_score:.2f} / {rep.bonus_max_score:.0f}", ""])
+    kind = tr("hidden tests") if rep.kind == "hidden" else tr("public tests")
+    say(paint(f"{rep.submission['id']} ({words(kind)})", "bold"))
     header = [words(h) for h in (tr("stage"), tr("status"), tr("score"), tr("tests passed"))]
     for text in _grid(header, rows, footer, right={2, 3}):
         say(text)
     if show_feedback:
-        for s in report["stages"]:
-            if s.get("message"):
-                say(f"{paint(s['id'], 'bold')}: {s['message']}")
-            for t in s["tests"]:
-                if t["status"] != "passed" and s["status"] != "missing":
-                    status = paint(pad(status_of(t["status"]), 7, right=True),
-                                   STATUS_COLOUR.get(t['status'], 'red'))
-                    name = t["name"].replace("\n", " / ")
-                    say(f"  {status} {t['id']} — {name}")
-                    if t["feedback"]:
-                        say("          " + t["feedback"].replace("\n", "\n          "))
-    for e in report.get("errors", []):
+        for s in rep.stages:
+            if s.message:
+                say(f"{paint(s.id, 'bold')}: {s.message}")
+            for t in s.tests:
+                if t.status is not TestStatus.PASSED and s.status is not StageStatus.MISSING:
+                    status = paint(pad(status_of(t.status), 7, right=True), STATUS_COLOUR[t.status.value])
+                    name = t.name.replace("\n", " / ")
+                    say(f"  {status} {t.id} — {name}")
+                    if t.feedback:
+                        say("          " + t.feedback.replace("\n", "\n          "))
+    for e in rep.errors:
         say(f"{paint(words(tr('note:')), 'yellow')} {e}")
-    iso = report["isolation"]
+    iso = rep.isolation
     if iso.get("mode") != "strict":
         say(paint(f"isolation: {iso.get('note', iso.get('mode'))}", "dim"))

@@ -25,11 +25,12 @@ import leaks
 import pytest
 import tomllib
 import yaml
-from conftest import ROOT
+from conftest import ROOT, made_report
 from test_places import filtered
 
 from grader.authoring import github_template
 from grader.engine import github_actions, seeds, stages
+from grader.engine.report import Report
 
 TOTAL = "python -m grader.engine.github_actions"
 
@@ -209,7 +210,7 @@ def test_the_total_names_a_stage_that_wrote_no_points(tmp_path):
 
 
 def test_feedback_cannot_end_a_workflow_command():
-    rep = {"stages": [{"id": "a01_similarity", "score": 0.0, "max_score": 8.0, "tests": []}]}
+    rep = Report.from_json(made_report([{"id": "a01_similarity", "score": 0.0}]))
     assert github_actions.notices(rep) == ["::notice title=a01_similarity::a01_similarity: 0 / 8 public points"]
     assert github_actions._command_data("50%\n::error::x") == "50%25%0A::error::x"
 

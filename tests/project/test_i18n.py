@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, made_report
 
 from grader import i18n
 from grader.authoring import autograder, messages, mutants
@@ -18,6 +18,7 @@ from grader.classroom import html_report
 from grader.classroom.discovery import Job
 from grader.classroom.rows import Row, Status
 from grader.engine import github_actions, gradescope, run, table
+from grader.engine.report import Report
 from grader.i18n import bypass, catalogue
 
 HANGUL = re.compile("[\uac00-\ud7a3]")
@@ -154,12 +155,10 @@ def _report(language: str) -> dict:
     name = i18n.tr("-inf entries get weight 0; a row of only -inf gives zeros, not NaN")
     feedback = i18n.tr("NaN in the output. For a row of only -inf the max is -inf and x - max is NaN; shift such "
                        "a row by 0 instead, so its weights come out as 0.")
-    rep = {"language": language, "kind": "public", "submission": {"id": "s", "sha256": "0" * 64},
-           "score": 6.75, "max_score": 8.0, "duration_s": 1.0, "errors": [], "isolation": {"mode": "strict"},
-           "stages": [{"id": "a02_softmax", "title": "softmax", "score": 6.75, "max_score": 8.0, "status": "graded",
-                       "tests": [{"id": "a02_softmax::test_softmax_masked_entries", "name": name, "score": 0.0,
-                                  "max_score": 1.25, "status": "failed", "visibility": "visible",
-                                  "feedback": feedback}]}]}
+    test = {"id": "a02_softmax::test_softmax_masked_entries", "name": name, "score": 0.0, "max_score": 1.25,
+            "status": "failed", "visibility": "visible", "feedback": feedback, "duration_s": 0.0}
+    rep = made_report([{"id": "a02_softmax", "title": "softmax", "score": 6.75, "tests": [test]}],
+                      language=language, kind="public")
     return i18n.localize(rep, language)
 
 
@@ -183,7 +182,7 @@ def test_the_gradescope_zip_grades_in_the_language_it_was_built_with(tmp_path):
 
 
 def test_github_notices_and_summary_speak_the_reports_language():
-    rep = _report("ko")
+    rep = Report.from_json(_report("ko"))
     assert github_actions.notices(rep) == ["::notice title=a02_softmax::a02_softmax: 공개 점수 6.75 / 8"]
     summary = github_actions.summary(rep)
     assert "| 테스트 | 상태 | 점수 | 무엇이 틀렸나 |" in summary and "| 실패 |" in summary

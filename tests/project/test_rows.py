@@ -34,7 +34,7 @@ def _job(sid: str) -> Job:
 def test_only_graded_and_outdated_rows_with_a_report_have_a_grade(status):
     row = Row(_job("x"), status, _report(8, 8))
     assert row.has_grade == (status in (Status.GRADED, Status.OUTDATED))
-    assert (row.final is None) == (not row.has_grade) and (row.graded_report is None) == (not row.has_grade)
+    assert (row.final is None) == (not row.has_grade) and (row.graded is None) == (not row.has_grade)
     assert not Row(_job("x"), status, None).has_grade
     assert f"{status:>10}".strip() == str(status) == status.value
 
