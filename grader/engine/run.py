@@ -58,10 +58,7 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         runnable = [s for s in chosen if s.id in handed_in and s.suite(kind).exists()]
         prior, recorded = _earlier_verdicts(runnable, handed_in, intake.folder, kind, fast_only, seed)
         if runnable and pytest_here:
-            # three start-ups side by side: the fork servers import numpy (and torch), this process imports
-            # pytest, and the probe's child (isolation.probe_soon) tries the confinement
-            forkservers.start({s.library for s in runnable + [s for s, _ in prior]}, threads)
-            import pytest  # noqa: F401
+            _start_up_beside_the_probe({s.library for s in runnable + [s for s, _ in prior]}, threads)
         iso_choice = iso.Isolation.choose(isolation, hide, kind=kind, allow_readable_secrets=allow_readable_secrets)
         json_tests, events = [], {}
         if runnable:
@@ -80,6 +77,13 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
     finally:
         forkservers.close_all()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _start_up_beside_the_probe(libraries, threads: int) -> None:
+    """Three start-ups side by side: the fork servers import numpy (and torch), this process imports
+    pytest, and the probe's child (``isolation.probe_soon``) tries the confinement."""
+    forkservers.start(libraries, threads)
+    import pytest  # noqa: F401
 
 
 def _rendered(result: report.Report, language: str | None, validate: bool) -> dict:
