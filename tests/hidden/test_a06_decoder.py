@@ -59,7 +59,12 @@ DATA = stages.get(STAGE).folder / "data" / "toy_translation.tsv"
 
 # the training test: a tiny model, a few seconds of CPU
 TRAIN_INIT = dict(d_model=32, n_heads=2, d_ff=64, n_layers=2, max_len=32, dropout=0.0, pad_id=0)
-TRAIN_STEPS, TRAIN_BATCH, TRAIN_LR, TRAIN_THRESHOLD = 300, 64, 3e-3, 0.90
+# After 150 steps the reference and the alternatives translate 96.5-100 % of the held-out pairs (initial weights
+# and training seed 0-4; benchmarks/README.md, "Stage 6's training floor"), 100 % after 300 (twice the time).
+TRAIN_STEPS, TRAIN_BATCH, TRAIN_LR, TRAIN_THRESHOLD = 150, 64, 3e-3, 0.90
+# A failed training whose final loss is below this learned like the reference (0.046-0.077 after 150 steps), so
+# the model could see the answer; the catalogued mistakes that cannot learn end at 0.2 and above.
+LEARNED_LOSS = 0.1
 
 
 def R():
@@ -749,7 +754,7 @@ def _toy_data():
 
 @pytest.mark.slow
 def test_learns_toy_translation(student):
-    """a tiny Seq2SeqTransformer trained for 300 steps translates >= 90 % of held-out toy pairs exactly"""
+    """a tiny Seq2SeqTransformer trained for 150 steps translates >= 90 % of held-out toy pairs exactly"""
     ref = R()
     data, src_vocab, tgt_vocab = _toy_data()
     src = ref.make_batch([en for en, _ in data["train"]], src_vocab)
@@ -777,20 +782,20 @@ def test_learns_toy_translation(student):
         return
     losses = reply.get("losses") or [float("nan")]
     examples = "; ".join(f"{en!r} -> {p!r} (expected {es!r})" for en, es, p in wrong[:3])
-    if losses[-1] < 0.05:
+    if losses[-1] < LEARNED_LOSS:
         cause = tr("The training loss went down to {loss}, yet the trained weights do not translate when "
                    "decoding one token at a time: during training the model can probably see the answer. Usual "
                    "causes: a missing or wrong causal mask (slide 44); shift_right shifting the wrong way (BOS "
                    "first, drop the LAST token, slide 52); a cross-attention that reads the decoder's own "
                    "states instead of the memory (slide 46).", loss=f"{losses[-1]:.3f}")
     else:
-        cause = tr("The training loss is still {loss} after 300 steps (the reference reaches ~0.01): check "
-                   "shift_right (BOS first, slide 52), the masks inside the model, and that the decoder reads "
-                   "the encoder's memory (slide 46).", loss=f"{losses[-1]:.3f}")
+        cause = tr("The training loss is still {loss} after {train_steps} steps (the reference reaches ~0.06): "
+                   "check shift_right (BOS first, slide 52), the masks inside the model, and that the decoder "
+                   "reads the encoder's memory (slide 46).", loss=f"{losses[-1]:.3f}", train_steps=TRAIN_STEPS)
     raise AssertionError(
         tr("after {train_steps} training steps your model's weights, decoded greedily by the grader, translate "
            "{exact} of the {len_predicted} held-out pairs exactly; at least {train_threshold} is expected (the "
-           "reference: 100 %). Examples: {examples}. {cause}",
+           "reference: 96.5 %). Examples: {examples}. {cause}",
            train_steps=TRAIN_STEPS, exact=f"{exact:.1%}", len_predicted=len(predicted),
            train_threshold=f"{TRAIN_THRESHOLD:.0%}", examples=examples, cause=cause))
 
