@@ -104,19 +104,19 @@ _probed: dict = {}
 _probing = threading.Lock()  # a batch's grading threads ask at once; one probe answers them all
 
 
-def _probe_command(secrets=None) -> tuple[dict, list]:
+def _start_probe(secrets=None) -> tuple[dict, subprocess.Popen]:
+    """The probe's child, started (:func:`grader.sandbox.jail.probe`), and what it was asked."""
     asked = {"uid": UID_BASE + os.getpid(), "course": str(paths.ROOT),
              "secrets": [str(p) for p in (paths.SECRET_PATHS if secrets is None else secrets) if os.path.exists(p)]}
-    return asked, [sys.executable, "-I", str(paths.SANDBOX / "jail.py"), "--probe", json.dumps(asked)]
+    command = [sys.executable, "-I", str(paths.SANDBOX / "jail.py"), "--probe", json.dumps(asked)]
+    return asked, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def probe_soon() -> None:
     """Start :func:`probe`'s child now, so that it runs while this process imports the rest
     (numpy, pytest: about as long as the probe); :func:`probe` collects its answer."""
     if sys.platform == "linux" and not _probed:
-        asked, command = _probe_command()
-        _probed["pending"] = asked, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                     text=True)
+        _probed["pending"] = _start_probe()
 
 
 def probe(secrets=None) -> Probed:
@@ -141,11 +141,7 @@ def _probe(secrets) -> Probed:
         _probed["result"] = Probed(Route.NONE, False, {"root": f"not Linux ({sys.platform})"},
                                    landlock_why="not Linux", seccomp_why="not Linux")
         return _probed["result"]
-    if "pending" in _probed and secrets is None:
-        asked, proc = _probed.pop("pending")
-    else:
-        asked, command = _probe_command(secrets)
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    asked, proc = _probed.pop("pending") if "pending" in _probed and secrets is None else _start_probe(secrets)
     try:
         out, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
