@@ -16,6 +16,7 @@ import torch
 from ._common import data
 
 _MODELS = {}
+RETRIEVAL_BATCH = 8
 
 
 def _model(encoder):
@@ -64,8 +65,10 @@ def retrieve(mod, encoder, tokenizer_path, documents, queries, k):
     returns {"scores": (Q, k), "indices": (Q, k)} or {"bad_return": ...}
     """
     model = _model(encoder)
-    docs = mod.embed_sentences(model, _tokenizer(tokenizer_path), documents)
-    qs = mod.embed_sentences(model, _tokenizer(tokenizer_path), queries)
+    # 8 texts a batch, not the default 64: a correct embedding does not depend on the batching (the tests of
+    # embed_sentences check both), and 25 lecture notes at 64 a batch cost this worker ~100 MB more at its peak
+    docs = mod.embed_sentences(model, _tokenizer(tokenizer_path), documents, batch_size=RETRIEVAL_BATCH)
+    qs = mod.embed_sentences(model, _tokenizer(tokenizer_path), queries, batch_size=RETRIEVAL_BATCH)
     out = mod.top_k(qs, docs, k)
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         return {"bad_return": type(out).__name__}
