@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.sandbox.forkserver import SESSION_NAME
+
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "benchmarks" / "work"          # git-ignored; also hidden from grading workers
 PY = sys.executable
@@ -188,8 +190,10 @@ class TreeSampler:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     @staticmethod
-    def role(cmdline: list, parent_cmdline: list) -> str:
+    def role(cmdline: list, parent_cmdline: list, name: str = "") -> str:
         text = " ".join(cmdline)
+        if name == SESSION_NAME:  # the session forked by a fork server: its command line is the server's
+            return "pytest (trusted)"
         if "forkserver.py" in text:  # a worker is a fork of its fork server: same command line
             lib = " (torch)" if " torch " in f" {text} " else " (numpy)" if " numpy " in f" {text} " else ""
             return ("worker" if "forkserver.py" in " ".join(parent_cmdline) else "fork server") + lib
@@ -219,7 +223,7 @@ class TreeSampler:
             for p in procs:
                 try:
                     if p.pid not in cache:
-                        cache[p.pid] = self.role(p.cmdline(), p.parent().cmdline() if p.parent() else [])
+                        cache[p.pid] = self.role(p.cmdline(), p.parent().cmdline() if p.parent() else [], p.name())
                 except ps.Error:
                     continue
                 got = smaps_rollup(p.pid)

@@ -6,15 +6,24 @@ The session starts the ones its stages need when it starts
 (:func:`start`), so torch's import overlaps the numpy stages; :func:`get`
 starts one on first use otherwise, which is equally safe: a server is never a
 fork of the session, so it holds nothing the session has read.
+
+A grading that runs its session in a process of its own has that session forked by the server of
+its heaviest library (:meth:`ForkServer.run_module`), so the session does not import torch again
+and shares those pages with the server and the workers. Such a session finds its connection to
+the server in its environment, and :func:`get` uses it.
 """
 from __future__ import annotations
 
+import json
+import os
+import select
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 
-from grader.sandbox.forkserver import receive_message, send_message
+from grader.sandbox.forkserver import CONNECTION_ENV, receive_message, send_message
 
 from . import isolation, paths
 
@@ -26,17 +35,21 @@ class ForkServerFailed(RuntimeError):
 
 
 class ForkServer:
-    def __init__(self, library: str, env: dict):
+    def __init__(self, library: str, env: dict | None = None, connection: socket.socket | None = None):
+        """Start a server for ``library`` with ``env``, or talk to a running one over ``connection``
+        (a session forked by it: the server is its parent's, to start and stop)."""
         self.library = library
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"), library, str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),), env=env, cwd="/", stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=self._stderr)
-        theirs.close()
-        self.sock = ours
-        self.ready = False
+        self.proc = self._stderr = None
+        self.ready = connection is not None
+        if connection is None:
+            connection, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._stderr = tempfile.TemporaryFile()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"), library, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), env=env, cwd="/", stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=self._stderr)
+            theirs.close()
+        self.sock = connection
         self.failed = None  # after one failure (a timeout may leave a late reply behind) every request fails
 
     def _ask(self, msg: dict, fds=(), timeout: float = 60.0) -> dict:
@@ -60,8 +73,10 @@ class ForkServer:
         return msg
 
     def _why(self, exc) -> str:
-        self._stderr.seek(0)
-        tail = self._stderr.read()[-1500:].decode(errors="replace").strip()
+        tail = ""
+        if self._stderr is not None:
+            self._stderr.seek(0)
+            tail = self._stderr.read()[-1500:].decode(errors="replace").strip()
         why = f"the grader's {self.library} fork server failed ({type(exc).__name__}: {exc})"
         return f"{why}: {tail}" if tail else why
 
@@ -74,19 +89,70 @@ class ForkServer:
         """The worker's return code (``subprocess`` style), or None if it still runs after ``timeout``."""
         return self._ask({"op": "wait", "pid": pid, "timeout": timeout}, timeout=timeout + 30)["returncode"]
 
+    def run_module(self, module: str, argv: list, env: dict, cwd: str, path: list,
+                   timeout: float) -> subprocess.CompletedProcess:
+        """``python -m MODULE ARGV`` (with ``env``, in ``cwd``, ``path`` first on its import path) in a
+        fork of the server, its output captured, as ``subprocess.run`` would; raises
+        ``subprocess.TimeoutExpired`` after killing it when it runs longer than ``timeout``. The server
+        never reads the spec: the child opens it after the fork."""
+        spec = {"module": module, "argv": list(argv), "env": env, "cwd": cwd, "path": list(path)}
+        with tempfile.TemporaryFile() as spec_file, tempfile.TemporaryFile() as out, \
+                tempfile.TemporaryFile() as err:
+            spec_file.write(json.dumps(spec).encode())
+            spec_file.seek(0)
+            done, done_w = os.pipe()
+            try:
+                pid = self._ask({"op": "run"}, (spec_file.fileno(), out.fileno(), err.fileno(), done_w),
+                                timeout=max(60.0, timeout))["pid"]
+            finally:
+                os.close(done_w)
+            try:
+                ended, _, _ = select.select([done], [], [], timeout)  # readable (EOF) when the child exits
+            finally:
+                os.close(done)
+            if not ended:
+                _kill_group(pid)
+                self.wait(pid, timeout=5)
+                raise subprocess.TimeoutExpired([module, *argv], timeout)
+            code = self.wait(pid, timeout=30)
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess([module, *argv], code, out.read().decode(errors="replace"),
+                                               err.read().decode(errors="replace"))
+
     def close(self) -> None:
-        """Stop the server. It holds nothing worth a clean exit (its workers are gone by
-        now), and killing it spares the interpreter's shutdown (~35 ms with numpy)."""
+        """Stop the server, or just hang up when it is not ours. It holds nothing worth a clean exit (its
+        workers are gone by now), and killing it spares the interpreter's shutdown (~35 ms with numpy)."""
         self.sock.close()
-        self.proc.kill()
-        self.proc.wait()
-        self._stderr.close()
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self._stderr.close()
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _inherited(library: str) -> socket.socket | None:
+    """The connection to a server of ``library`` this process was forked by (``CONNECTION_ENV``), taken once."""
+    named = os.environ.get(CONNECTION_ENV, "")
+    lib, _, fd = named.partition(":")
+    if lib != library or not fd.isdigit():
+        return None
+    del os.environ[CONNECTION_ENV]
+    return socket.socket(fileno=int(fd))
 
 
 def get(library: str, threads: int) -> ForkServer:
     key = (library, threads)
     if key not in _servers:
-        _servers[key] = ForkServer(library, isolation.base_env(threads))
+        connection = _inherited(library)
+        _servers[key] = (ForkServer(library, connection=connection) if connection is not None
+                         else ForkServer(library, isolation.base_env(threads)))
     return _servers[key]
 
 

@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -57,8 +56,9 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         handed_in = {s.id for s in stages.all_stages() if os.path.exists(os.path.join(intake.folder, s.module_file))}
         runnable = [s for s in chosen if s.id in handed_in and s.suite(kind).exists()]
         prior, recorded = _earlier_verdicts(runnable, handed_in, intake.folder, kind, fast_only, seed)
-        if runnable and pytest_here:
-            _start_up_beside_the_probe({s.library for s in runnable + [s for s, _ in prior]}, threads)
+        libraries = {s.library for s in runnable + [s for s, _ in prior]}
+        if runnable:
+            _start_up_beside_the_probe(libraries, threads, pytest_here)
         iso_choice = iso.Isolation.choose(isolation, hide, kind=kind, allow_readable_secrets=allow_readable_secrets)
         json_tests, events = [], {}
         if runnable:
@@ -79,11 +79,20 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _start_up_beside_the_probe(libraries, threads: int) -> None:
-    """Three start-ups side by side: the fork servers import numpy (and torch), this process imports
-    pytest, and the probe's child (``isolation.probe_soon``) tries the confinement."""
-    forkservers.start(libraries, threads)
-    import pytest  # noqa: F401
+def _start_up_beside_the_probe(libraries, threads: int, pytest_here: bool) -> None:
+    """Start-ups side by side with the probe's child (``isolation.probe_soon``): the fork servers import
+    numpy (and torch) and this process imports pytest; or, when the session will be a fork of a server
+    (:func:`_forked_session`), only that server, the rest being the session's to start."""
+    if pytest_here:
+        forkservers.start(libraries, threads)
+        import pytest  # noqa: F401
+    else:
+        forkservers.get(_session_library(libraries), threads)
+
+
+def _session_library(libraries) -> str:
+    """The library whose fork server forks the session: the heaviest one the grading needs."""
+    return "torch" if "torch" in libraries else "numpy"
 
 
 def _rendered(result: report.Report, language: str | None, validate: bool) -> dict:
@@ -149,12 +158,7 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
         proc = _pytest_here(args)
     else:
         budget = sum(s.time_limit_s for s in suites) + PYTEST_SLACK_S
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        env["PYTHONPATH"] = str(paths.ROOT)
-        env.update(iso.MALLOC_ENV)  # read by glibc when the session starts
-        proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=paths.ROOT, env=env,
-                              capture_output=True, text=True, timeout=budget)
+        proc = _forked_session(_session_library({s.library for s in suites}), threads, args, budget)
     fatal = _read_json(os.path.join(private, "fatal.json"))
     if fatal is not None:
         raise iso.grader_error_from_json(fatal)
@@ -175,6 +179,17 @@ def _read_json(path: str):
         return None
     with open(path) as f:
         return json.load(f)
+
+
+def _forked_session(library: str, threads: int, args, budget: float) -> subprocess.CompletedProcess:
+    """``python -m pytest ARGS`` forked by the fork server of ``library``
+    (:meth:`forkservers.ForkServer.run_module`): numpy and torch are imported there already, and their
+    pages are shared with the server and the workers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["PYTHONPATH"] = str(paths.ROOT)  # for what the session starts as a new interpreter
+    return forkservers.get(library, threads).run_module("pytest", args, env, cwd=str(paths.ROOT),
+                                                        path=[str(paths.ROOT)], timeout=budget)
 
 
 def _pytest_here(args) -> subprocess.CompletedProcess:

@@ -24,14 +24,26 @@ a 4-byte length, then JSON; descriptors ride along), one request at a time (the
 session is single-threaded):
 
   {"op": "spawn", "config": RUNTIME_CONFIG, "plan": JAIL_PLAN} + 3 descriptors -> {"pid": N}
+  {"op": "run"} + 4 descriptors (spec, stdout, stderr, done)             -> {"pid": N}
   {"op": "wait", "pid": N, "timeout": S}  -> {"returncode": C or null (still running)}
 
 ``returncode`` follows ``subprocess``: the exit status, or minus the signal.
+
+**The trusted session is a fork too** (``run``): the grading process asks the server of the
+heaviest library it needs to fork a child that runs ``python -m pytest ...`` (:func:`_run_child`), so the
+session finds numpy and torch imported and shares their pages with the server and its workers (a whole
+grading's peak memory and one torch import less). The direction is what keeps it safe: the session is
+forked from the server, never the reverse, and the server never reads what it is asked to run (module,
+arguments, environment): they come in a file the child opens after the fork (``spec``). The child gets a
+connection of its own to the server, named in its environment (``CONNECTION_ENV``: ``LIBRARY:FD``), and
+asks for its workers through it; ``done`` stays open in the child until it exits, so its parent can wait
+for it without asking the server.
 """
 from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import struct
 import sys
@@ -40,6 +52,9 @@ import traceback
 
 MAX_MESSAGE = 1 << 20
 SETUP_FAILED = 97
+CONNECTION_ENV = "GRADER_FORKSERVER"
+MAX_FDS = 4  # descriptors riding along one message
+SESSION_NAME = "grader-session"  # a forked session's process name (``ps``, /proc/PID/comm)
 
 
 def send_message(sock: socket.socket, msg: dict, fds=()) -> None:
@@ -51,7 +66,7 @@ def send_message(sock: socket.socket, msg: dict, fds=()) -> None:
 
 def receive_message(sock: socket.socket, with_fds: bool = False):
     """The next message (and the descriptors sent with it); None when the peer closed."""
-    head, fds, _, _ = socket.recv_fds(sock, 4, 3) if with_fds else (sock.recv(4), [], 0, None)
+    head, fds, _, _ = socket.recv_fds(sock, 4, MAX_FDS) if with_fds else (sock.recv(4), [], 0, None)
     while head and len(head) < 4:
         more = sock.recv(4 - len(head))
         if not more:
@@ -73,8 +88,8 @@ def receive_message(sock: socket.socket, with_fds: bool = False):
 
 
 def preload(library: str) -> None:
-    """Import what every worker of ``library`` would otherwise import itself. Linux only:
-    elsewhere (macOS) a fork of a process that loaded the system's numerical frameworks is
+    """Import what every worker (and the session) of ``library`` would otherwise import itself. Linux
+    only: elsewhere (macOS) a fork of a process that loaded the system's numerical frameworks is
     not safe, so each worker imports them after the fork, as a fresh interpreter would."""
     if sys.platform != "linux":
         return
@@ -85,37 +100,73 @@ def preload(library: str) -> None:
     syscalls.version()
     if library == "torch":
         import torch  # noqa: F401
-        import torch._dynamo  # noqa: F401  (the first torch.optim optimizer imports it: ~1.2 s)
-        import torch.fx.experimental.symbolic_shapes  # noqa: F401  (torch.broadcast_shapes: sympy)
         import torch.nn.functional  # noqa: F401
 
 
+def warm_up(library: str) -> None:
+    """What only workers use, imported once the server is idle: a session waiting to be forked
+    does not wait for it (it is ~1.2 s of a torch server's start)."""
+    if sys.platform == "linux" and library == "torch":
+        import torch._dynamo  # noqa: F401  (the first torch.optim optimizer imports it)
+        import torch.fx.experimental.symbolic_shapes  # noqa: F401  (torch.broadcast_shapes: sympy)
+
+
 class Server:
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
+    def __init__(self, sock: socket.socket, library: str):
+        self.library = library
+        self.connections = [sock]  # the grading process's; a forked session adds its own
+        self.warm = False
         self.finished: dict[int, int] = {}  # pid -> returncode, reaped before anyone asked
 
     def serve(self) -> None:
-        send_message(self.sock, {"ready": True})
-        while True:
-            try:
-                req, fds = receive_message(self.sock, with_fds=True)
-            except (ConnectionError, EOFError):
-                return
-            if req is None:  # the session closed its end
-                return
-            self.reap()
-            if req["op"] == "spawn":
-                send_message(self.sock, {"pid": self.spawn(req, fds)})
-            elif req["op"] == "wait":
-                send_message(self.sock, {"returncode": self.wait(req["pid"], req.get("timeout", 0))})
-            for fd in fds:
-                os.close(fd)
+        send_message(self.connections[0], {"ready": True})
+        while self.connections:  # until every peer has closed its end
+            ready, _, _ = select.select(self.connections, [], [], None if self.warm else 0)
+            if not ready:
+                warm_up(self.library)
+                self.warm = True
+            for conn in ready:
+                self.answer(conn)
+
+    def answer(self, conn: socket.socket) -> None:
+        try:
+            req, fds = receive_message(conn, with_fds=True)
+        except (ConnectionError, EOFError):
+            req, fds = None, []
+        if req is None:  # this peer closed its end
+            self.connections.remove(conn)
+            conn.close()
+            return
+        self.reap()
+        if req["op"] == "spawn":
+            send_message(conn, {"pid": self.spawn(req, fds)})
+        elif req["op"] == "run":
+            send_message(conn, {"pid": self.run(fds)})
+        elif req["op"] == "wait":
+            send_message(conn, {"returncode": self.wait(req["pid"], req.get("timeout", 0))})
+        for fd in fds:
+            os.close(fd)
 
     def spawn(self, req: dict, fds: list) -> int:
         pid = os.fork()
         if pid == 0:
-            _child(req["config"], req["plan"], *fds)  # never returns
+            try:
+                _child(req["config"], req["plan"], *fds)  # never returns
+            finally:
+                os._exit(SETUP_FAILED)  # not even with a malformed request
+        return pid
+
+    def run(self, fds: list) -> int:
+        """Fork the trusted session (see the module's docstring), with a connection of its own."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _run_child(self.library, theirs.fileno(), *fds)  # never returns
+            finally:
+                os._exit(SETUP_FAILED)  # not even with a malformed request
+        theirs.close()
+        self.connections.append(ours)
         return pid
 
     def reap(self) -> None:
@@ -154,9 +205,7 @@ def _child(config: dict, plan: dict, in_fd: int, out_fd: int, err_fd: int) -> No
         os.dup2(null, 0)
         os.dup2(null, 1)
         os.dup2(err_fd, 2)
-        keep = sorted({0, 1, 2, in_fd, out_fd})
-        for low, high in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
-            os.closerange(low + 1, high)  # everything else the server had open
+        _keep_only({in_fd, out_fd})
         plan = Plan.from_json(plan)
         os.environ.clear()
         os.environ.update(plan.env)
@@ -181,6 +230,52 @@ def _child(config: dict, plan: dict, in_fd: int, out_fd: int, err_fd: int) -> No
     os._exit(code)
 
 
+def _keep_only(fds) -> None:
+    """Close every descriptor but 0, 1, 2 and ``fds`` (all else the server had open)."""
+    keep = sorted({0, 1, 2, *fds})
+    for low, high in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
+        os.closerange(low + 1, high)
+
+
+def _run_child(library: str, conn_fd: int, spec_fd: int, out_fd: int, err_fd: int, done_fd: int) -> None:
+    """The forked session, from fork to exit: ``python -m MODULE ARGV`` with the spec's environment,
+    folder and import path, its output in ``out_fd``/``err_fd``."""
+    import runpy
+
+    from . import jail  # fork-safety: see preload
+    code = 1
+    try:
+        os.setsid()  # its own process group: its parent kills the group on a timeout
+        jail.name_process(SESSION_NAME)
+        with os.fdopen(spec_fd) as f:
+            spec = json.load(f)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        _keep_only({conn_fd, done_fd})
+        os.environ.clear()
+        os.environ.update(spec["env"])
+        os.environ[CONNECTION_ENV] = f"{library}:{conn_fd}"
+        if "tempfile" in sys.modules:
+            sys.modules["tempfile"].tempdir = None  # so TMPDIR is read again
+        os.chdir(spec["cwd"])
+        sys.path[:0] = spec["path"]
+        sys.argv = [spec["module"], *spec["argv"]]
+        runpy.run_module(spec["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - whatever happens, never return into the server loop
+        os.write(2, traceback.format_exc()[-4000:].encode(errors="replace"))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -189,7 +284,7 @@ def main() -> None:
     library, fd = sys.argv[1], int(sys.argv[2])
     jail.undumpable()  # a worker that shares its uid may not read its memory
     preload(library)
-    Server(socket.socket(fileno=fd)).serve()
+    Server(socket.socket(fileno=fd), library).serve()
 
 
 if __name__ == "__main__":

@@ -292,7 +292,7 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-PR_SET_DUMPABLE, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 4, 28, 38
+PR_SET_NAME, PR_SET_DUMPABLE, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 15, 4, 28, 38
 SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 1, 2
 
 
@@ -317,6 +317,12 @@ def undumpable() -> None:
     refuses to them). Every grader process calls it, and every worker after its last uid change
     (which resets it)."""
     _check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl dumpable")
+
+
+def name_process(name: str) -> None:
+    """What ``ps`` and ``/proc/PID/comm`` call this process (at most 15 bytes): a fork keeps its
+    parent's command line, so the name is what tells a forked session from a worker."""
+    _check(libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0), "prctl name")
 
 
 def become(uid, gid) -> None:

@@ -126,3 +126,50 @@ def test_closing_a_server_stops_it_and_the_next_get_starts_a_fresh_one():
         assert fresh is not srv and fresh.proc.poll() is None
     finally:
         forkservers.close("numpy", 1)
+
+
+# ----------------------------------------------------------------------------- a session forked by the server
+
+def _run(server, argv, env=None, timeout=60.0):
+    return server.run_module("forked_module", argv, {"PATH": "/usr/bin:/bin", **(env or {})}, cwd="/tmp",
+                             path=[str(ROOT / "tests" / "project"), str(ROOT)], timeout=timeout)
+
+
+def test_a_forked_session_runs_the_module_in_its_own_folder_and_environment_and_talks_to_its_server(server):
+    done = _run(server, ["probe", "x"], {"MARKER": "m-1"})
+    assert done.returncode == 3, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["argv"] == ["probe", "x"] and seen["cwd"] == "/tmp" and seen["marker"] == "m-1"
+    assert seen["ppid"] == server.proc.pid and seen["numpy_preloaded"]  # a fork of the server: numpy is there
+    assert seen["name"] == "grader-session" and seen["inherited"].startswith("numpy:")
+    assert seen["adopted"] and seen["answers"]  # its workers would come from the same server
+    assert server.proc.poll() is None and _run(server, ["again"]).returncode == 3  # and the server serves on
+
+
+def test_the_server_never_holds_what_it_forks_a_session_with(server):
+    """The session's arguments and environment (the grader's own: tokens, the submission's seed) reach
+    the child in a file it opens after the fork, so no later worker forked by the server can find them
+    in its memory."""
+    if os.geteuid() != 0:
+        pytest.skip("reading another process's memory needs root")
+    marker = "course-token-" + os.urandom(8).hex()
+    assert _run(server, ["probe"], {"MARKER": marker}).returncode == 3
+    found = []
+    with open(f"/proc/{server.proc.pid}/maps") as maps, open(f"/proc/{server.proc.pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            if "r" not in fields[1] or (len(fields) > 5 and not fields[5].startswith("[")):
+                continue  # the anonymous and heap memory, where a message would be
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            try:
+                mem.seek(start)
+                found.append(marker.encode() in mem.read(end - start))
+            except OSError:
+                continue
+    assert found and not any(found)
+
+
+def test_a_forked_session_past_its_time_is_killed_and_the_server_serves_on(server):
+    with pytest.raises(subprocess.TimeoutExpired):
+        _run(server, ["sleep"], timeout=1.0)
+    assert _run(server, ["after"]).returncode == 3
