@@ -61,7 +61,8 @@ def send_message(sock: socket.socket, msg: dict, fds=()) -> None:
     data = json.dumps(msg).encode()
     data = struct.pack(">I", len(data)) + data
     sent = socket.send_fds(sock, [data], list(fds))
-    sock.sendall(data[sent:])
+    if sent < len(data):  # (sending nothing more to a peer that has read all and left would fail: EPIPE)
+        sock.sendall(data[sent:])
 
 
 def receive_message(sock: socket.socket, with_fds: bool = False):
@@ -138,14 +139,19 @@ class Server:
             conn.close()
             return
         self.reap()
-        if req["op"] == "spawn":
-            send_message(conn, {"pid": self.spawn(req, fds)})
-        elif req["op"] == "run":
-            send_message(conn, {"pid": self.run(fds)})
-        elif req["op"] == "wait":
-            send_message(conn, {"returncode": self.wait(req["pid"], req.get("timeout", 0))})
-        for fd in fds:
-            os.close(fd)
+        try:
+            if req["op"] == "spawn":
+                send_message(conn, {"pid": self.spawn(req, fds)})
+            elif req["op"] == "run":
+                send_message(conn, {"pid": self.run(fds)})
+            elif req["op"] == "wait":
+                send_message(conn, {"returncode": self.wait(req["pid"], req.get("timeout", 0))})
+        except (BrokenPipeError, ConnectionError):  # the peer left without its answer: it alone is gone
+            self.connections.remove(conn)
+            conn.close()
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def spawn(self, req: dict, fds: list) -> int:
         pid = os.fork()

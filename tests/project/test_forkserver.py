@@ -173,3 +173,8 @@ def test_a_forked_session_past_its_time_is_killed_and_the_server_serves_on(serve
     with pytest.raises(subprocess.TimeoutExpired):
         _run(server, ["sleep"], timeout=1.0)
     assert _run(server, ["after"]).returncode == 3
+
+
+def test_a_session_that_leaves_before_its_answer_leaves_the_server_serving(server):
+    assert _run(server, ["leave"]).returncode == 0
+    assert _run(server, ["after"]).returncode == 3 and server.proc.poll() is None
