@@ -405,8 +405,8 @@ def bench_batch(ctx) -> list:
         one_core = max(r["per_min"] for r in runs["1c"])
         notes.append(f"one core to two: 1 worker confined to one core (taskset -c 0) {one_core:.1f}/min -> "
                      f"2 workers {results[2]['per_min']:.1f}/min = {results[2]['per_min'] / one_core:.2f}x; "
-                     f"unconfined, one grading keeps {results[1]['cores_used']:.2f} cores busy (its fork server "
-                     f"starts beside the session), which bounds the figure near "
+                     f"unconfined, one worker keeps {results[1]['cores_used']:.2f} cores busy (the batch's own "
+                     f"work beside the gradings), which bounds the figure near "
                      f"{os.cpu_count() / results[1]['cores_used']:.2f}x")
     if len(made) < 50:
         notes.append(f"only {len(made)} submissions (--quick): the target asks for >= 50")

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 
-from grader.engine import cores, run, stages
+from grader.engine import cores, forkservers, run, stages
 
 from .grading_process import DEFAULT_TARGET, GradingProcess, Outcome, outcome_of_exception, scratch_folder
 from .rows import Status
@@ -114,6 +114,7 @@ class LocalExecutor:
                 proc.kill()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=cancel)
+        forkservers.close_threads()  # the fork servers the gradings were forked from
         shutil.rmtree(self._tmp, ignore_errors=True)
 
 

@@ -5,9 +5,15 @@ cluster worker. The process (``python -m grader.classroom.grading_process SPEC``
 :func:`grade_path` (or a test's stand-in, ``target``), its pytest session included, in its own
 process group, and writes its outcome as JSON; :class:`GradingProcess` starts it, kills the group
 when the budget is spent, and reads the outcome. A submission that hangs, crashes or eats memory
-costs only itself. The process dies with the thread that started it (``PR_SET_PDEATHSIG``), so a
-killed batch (or Dask worker) leaves nothing behind grading, and every file it leaves sits in a
-scratch folder of the batch's that is removed with it.
+costs only itself.
+
+The process is a fork of a fork server the starting thread keeps for all its gradings
+(``forkservers.of_this_thread``, for the heaviest library of the stages): numpy (and torch) are
+imported there once, and each grading's workers are forks of the same server, so a grading starts
+no interpreter at all. The server never reads the spec (``ForkServer.fork_module``). It dies with
+the thread that started it and the grading with it (``PR_SET_PDEATHSIG`` on both), so a killed batch
+(or Dask worker) leaves nothing behind grading, and every file it leaves sits in a scratch folder of
+the batch's that is removed with it.
 """
 from __future__ import annotations
 
@@ -16,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,7 +30,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.engine import cores, isolation, paths, run, stages, submission
+from grader.engine import cores, forkservers, isolation, paths, run, stages, submission
 from grader.engine.atomic import write_json
 from grader.engine.submission import UnreadableSubmission
 
@@ -195,28 +200,31 @@ class GradingProcess:
         env = dict(os.environ)
         env["TMPDIR"] = self.tmp
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.ROOT), env.get("PYTHONPATH", "")]))
-        cores.limit_blas_threads(spec.get("threads", 1), env)  # its share of the cores, from numpy's import on
+        threads = spec.get("threads", 1)
+        cores.limit_blas_threads(threads, env)  # its share of the cores (the server's numpy has it already)
+        libraries = {s.library for s in stages.resolve(spec["stage_ids"])}
+        self.server = forkservers.of_this_thread("torch" if "torch" in libraries else "numpy", threads)
         # one probe per batch (or Dask worker) process, not per grading: the same machine, the same course
-        spec = {**spec, "result": self.result, "parent": os.getpid(), "probed": isolation.probe().to_json()}
-        with open(self.stderr, "wb") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", MODULE, json.dumps(spec)],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                         env=env, start_new_session=True)
+        spec = {**spec, "result": self.result, "parent": self.server.proc.pid,
+                "probed": isolation.probe().to_json()}
+        self.forked = None
+        with open(self.stderr, "wb") as err, open(os.devnull, "wb") as out:
+            try:
+                self.forked = self.server.fork_module(MODULE, [json.dumps(spec)], env, cwd=str(paths.ROOT),
+                                                      path=env["PYTHONPATH"].split(os.pathsep), stdout=out.fileno(),
+                                                      stderr=err.fileno())
+            except forkservers.ForkServerFailed as exc:
+                self.not_started = str(exc)
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.forked.pid if self.forked else -1
 
     def kill(self) -> None:
-        """Kill the process and its group (its pytest session, its fork servers)."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        """Kill the process and its group (its pytest session, the fork servers it started); the thread
+        that waits in :meth:`finish` sees it end."""
+        if self.forked:
+            forkservers.kill_group(self.forked.pid)
 
     def _failed(self, error: str) -> Outcome:
         return Outcome(Status.ERROR, error=error, worker=self.worker, seconds=time.monotonic() - self.start)
@@ -235,10 +243,13 @@ class GradingProcess:
     def finish(self, timeout_s: float) -> Outcome:
         """Wait for the outcome; past ``timeout_s`` seconds kill the grading and say so."""
         try:
+            if self.forked is None:
+                return self._failed(f"the grading process could not be started: {self.not_started}")
             try:
-                code = self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
+                code = self.server.finish(self.forked, timeout_s)
+            except forkservers.ForkServerFailed as exc:
+                return self._failed(f"the grading process was lost: {exc}")
+            if code is None:
                 return self._failed(f"grading took longer than {timeout_s:.0f} s and was stopped")
             return self._read(code)
         finally:

@@ -22,6 +22,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
+from dataclasses import dataclass
 
 from grader.sandbox.forkserver import CONNECTION_ENV, receive_message, send_message
 
@@ -32,6 +34,13 @@ _servers: dict = {}
 
 class ForkServerFailed(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class Forked:
+    """A child forked by :meth:`ForkServer.fork_module`."""
+    pid: int
+    done: int  # read end of a pipe the child holds open until it exits
 
 
 class ForkServer:
@@ -45,12 +54,18 @@ class ForkServer:
             connection, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             self._stderr = tempfile.TemporaryFile()
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"), library, str(theirs.fileno())],
+                [sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"), library, str(theirs.fileno()),
+                 str(os.getpid())],
                 pass_fds=(theirs.fileno(),), env=env, cwd="/", stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=self._stderr)
             theirs.close()
         self.sock = connection
         self.failed = None  # after one failure (a timeout may leave a late reply behind) every request fails
+
+    @property
+    def alive(self) -> bool:
+        """Still serving: not failed, and (when it is ours) its process still running."""
+        return not self.failed and (self.proc is None or self.proc.poll() is None)
 
     def _ask(self, msg: dict, fds=(), timeout: float = 60.0) -> dict:
         if self.failed:
@@ -89,32 +104,46 @@ class ForkServer:
         """The worker's return code (``subprocess`` style), or None if it still runs after ``timeout``."""
         return self._ask({"op": "wait", "pid": pid, "timeout": timeout}, timeout=timeout + 30)["returncode"]
 
-    def run_module(self, module: str, argv: list, env: dict, cwd: str, path: list,
-                   timeout: float) -> subprocess.CompletedProcess:
-        """``python -m MODULE ARGV`` (with ``env``, in ``cwd``, ``path`` first on its import path) in a
-        fork of the server, its output captured, as ``subprocess.run`` would; raises
-        ``subprocess.TimeoutExpired`` after killing it when it runs longer than ``timeout``. The server
-        never reads the spec: the child opens it after the fork."""
+    def fork_module(self, module: str, argv: list, env: dict, cwd: str, path: list, stdout: int,
+                    stderr: int) -> Forked:
+        """Start ``python -m MODULE ARGV`` (with ``env``, in ``cwd``, ``path`` first on its import path) as a
+        fork of the server, its output going to the descriptors ``stdout`` and ``stderr``. The server never
+        reads the spec: the child opens it after the fork."""
         spec = {"module": module, "argv": list(argv), "env": env, "cwd": cwd, "path": list(path)}
-        with tempfile.TemporaryFile() as spec_file, tempfile.TemporaryFile() as out, \
-                tempfile.TemporaryFile() as err:
+        with tempfile.TemporaryFile() as spec_file:
             spec_file.write(json.dumps(spec).encode())
             spec_file.seek(0)
             done, done_w = os.pipe()
             try:
-                pid = self._ask({"op": "run"}, (spec_file.fileno(), out.fileno(), err.fileno(), done_w),
-                                timeout=max(60.0, timeout))["pid"]
+                pid = self._ask({"op": "run"}, (spec_file.fileno(), stdout, stderr, done_w))["pid"]
+            except ForkServerFailed:
+                os.close(done)
+                raise
             finally:
                 os.close(done_w)
-            try:
-                ended, _, _ = select.select([done], [], [], timeout)  # readable (EOF) when the child exits
-            finally:
-                os.close(done)
-            if not ended:
-                _kill_group(pid)
-                self.wait(pid, timeout=5)
+        return Forked(pid, done)
+
+    def finish(self, forked: Forked, timeout: float):
+        """The return code of a :meth:`fork_module` child (``subprocess`` style), or None after killing its
+        process group when it runs longer than ``timeout``."""
+        try:
+            ended, _, _ = select.select([forked.done], [], [], timeout)  # readable (EOF) once the child exits
+        finally:
+            os.close(forked.done)
+        if not ended:
+            kill_group(forked.pid)
+            self.wait(forked.pid, timeout=5)  # the server reaps it
+            return None
+        return self.wait(forked.pid, timeout=30)
+
+    def run_module(self, module: str, argv: list, env: dict, cwd: str, path: list,
+                   timeout: float) -> subprocess.CompletedProcess:
+        """:meth:`fork_module` with its output captured, as ``subprocess.run`` would; raises
+        ``subprocess.TimeoutExpired`` after killing it when it runs longer than ``timeout``."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            code = self.finish(self.fork_module(module, argv, env, cwd, path, out.fileno(), err.fileno()), timeout)
+            if code is None:
                 raise subprocess.TimeoutExpired([module, *argv], timeout)
-            code = self.wait(pid, timeout=30)
             out.seek(0)
             err.seek(0)
             return subprocess.CompletedProcess([module, *argv], code, out.read().decode(errors="replace"),
@@ -130,7 +159,8 @@ class ForkServer:
             self._stderr.close()
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL to the process group of ``pid`` (a :meth:`ForkServer.fork_module` child leads its own)."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -172,3 +202,30 @@ def close(library: str, threads: int) -> None:
 def close_all() -> None:
     while _servers:
         _servers.popitem()[1].close()
+
+
+_per_thread = threading.local()
+_threads_servers: list = []
+_threads_lock = threading.Lock()
+
+
+def of_this_thread(library: str, threads: int) -> ForkServer:
+    """A server of ``library`` kept by the calling thread for the gradings it starts one after another
+    (a batch's or a Dask worker's: each grading process is a fork of it, and so are its workers); a new
+    one if the last has failed. :func:`close_threads` stops them all."""
+    server = getattr(_per_thread, "servers", {}).get((library, threads))
+    if server is None or not server.alive:  # (a failed one is stopped with the rest, by close_threads)
+        server = ForkServer(library, isolation.base_env(threads))
+        _per_thread.servers = {**getattr(_per_thread, "servers", {}), (library, threads): server}
+        with _threads_lock:
+            _threads_servers.append(server)
+    return server
+
+
+def close_threads() -> None:
+    """Stop every server of :func:`of_this_thread`, whichever thread keeps it."""
+    with _threads_lock:
+        servers = list(_threads_servers)
+        _threads_servers.clear()
+    for server in servers:
+        server.close()

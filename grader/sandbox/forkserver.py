@@ -6,7 +6,7 @@ A fresh interpreter per worker paid numpy's import every stage, and torch,
 ``torch.broadcast_shapes``) about 3 CPU-seconds per torch stage. Instead the
 trusted grading session starts one fork server per library it needs
 (:mod:`grader.engine.forkservers`), as a **new interpreter**
-(``python -I forkserver.py LIBRARY FD``): never a fork of the session,
+(``python -I forkserver.py LIBRARY FD PARENT_PID``): never a fork of the session,
 so no hidden test, reference solution or fixture the session has read can be in
 a worker's memory. The server imports only this public package and the library,
 then waits. For each worker it forks a child that
@@ -287,7 +287,8 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 def main() -> None:
     from . import jail  # fork-safety: see preload
-    library, fd = sys.argv[1], int(sys.argv[2])
+    library, fd, parent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    jail.die_with_parent(parent)  # and its forked sessions with it (theirs die with them)
     jail.undumpable()  # a worker that shares its uid may not read its memory
     preload(library)
     Server(socket.socket(fileno=fd), library).serve()

@@ -42,6 +42,7 @@ import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 
 if __package__:
@@ -292,7 +293,7 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-PR_SET_NAME, PR_SET_DUMPABLE, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 15, 4, 28, 38
+PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_DUMPABLE, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 1, 15, 4, 28, 38
 SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 1, 2
 
 
@@ -323,6 +324,13 @@ def name_process(name: str) -> None:
     """What ``ps`` and ``/proc/PID/comm`` call this process (at most 15 bytes): a fork keeps its
     parent's command line, so the name is what tells a forked session from a worker."""
     _check(libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0), "prctl name")
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when the thread that started it (pid ``parent``) ends; at once if it already has."""
+    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl pdeathsig")
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def become(uid, gid) -> None:

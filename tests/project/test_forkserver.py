@@ -79,7 +79,7 @@ SERVERS_SEEN = textwrap.dedent('''
         if USES_WORKER:
             request.getfixturevalue("student")  # the stage's worker: its library's server runs from now on
         live = sorted(p.pid for p in psutil.Process().children()
-                      if p.cmdline()[-2:-1] == ["numpy"] and "forkserver.py" in " ".join(p.cmdline()))
+                      if p.cmdline()[-3:-2] == ["numpy"] and "forkserver.py" in " ".join(p.cmdline()))
         with open(os.environ["SERVERS_LOG"], "a") as f:
             f.write(f"{os.path.basename(__file__)} {live}\\n")
 ''')
