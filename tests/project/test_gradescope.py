@@ -173,12 +173,16 @@ def test_the_readme_declares_memory_cpu_and_timeout_from_the_measured_peak(tmp_p
 @pytest.mark.slow
 @pytest.mark.xdist_group("gradescope-memory")
 @AS_ROOT
-@pytest.mark.parametrize("who", ["solutions", "starter"])
-def test_run_autograder_as_docker_root_within_the_declared_memory(who, tmp_path):
-    """The whole grading (every stage), in a memory cgroup limited to the README's figure."""
+@pytest.mark.parametrize("who,limit", [("solutions", "declared"), ("starter", "declared"), ("solutions", "default")])
+def test_run_autograder_as_docker_root_within_the_declared_memory(who, limit, tmp_path):
+    """The whole grading (every stage), in a memory cgroup limited to the README's figure; the reference
+    also within Gradescope's default 768 MB, which the README says it fits."""
     root, readme = _unpacked(tmp_path)
     declared = autograder.settings()["memory_mb"]
     assert f"at least {declared} MB" in readme
+    if limit == "default":
+        assert "fits Gradescope's default" in readme
+        declared = autograder.GRADESCOPE_DEFAULT_MB
     for f in sorted((paths.ROOT / who).glob("a*.py")):
         shutil.copy(f, root / "submission")
     try:
