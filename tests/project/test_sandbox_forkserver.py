@@ -63,8 +63,8 @@ def server():
     """The fork server as the engine starts it: a fresh ``python -I`` with one end of a socket pair."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     proc = subprocess.Popen([sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"), "numpy",
-                             str(theirs.fileno()), str(os.getpid())], pass_fds=(theirs.fileno(),), env=isolation.base_env(1),
-                            cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                             str(theirs.fileno()), str(os.getpid())], pass_fds=(theirs.fileno(),),
+                            env=isolation.base_env(1), cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     theirs.close()
     ours.settimeout(60)
     assert receive_message(ours) == {"ready": True}
