@@ -117,7 +117,9 @@ def test_the_ranking_puts_the_copying_pairs_first(klass, report):
     first_independent = min(i for p, i in ranks.items() if p not in copying | partial)
     assert last_copying < first_independent
     printed = [(t["a"], t["b"]) for t in report["summary"].top]
-    assert printed == order[:len(printed)] and set(printed) <= copying
+    # the printed top pairs are the ranking's first, and none is independent (a pair sharing a function borrowed
+    # in several stages may rank among copies: it shares code, and the docstring's measurement is about the two)
+    assert printed == order[:len(printed)] and set(printed) <= copying | partial
 
 
 def test_independent_authors_are_not_flagged_and_whole_copies_are(klass, report):
