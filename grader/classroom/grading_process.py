@@ -203,7 +203,7 @@ class GradingProcess:
         threads = spec.get("threads", 1)
         cores.limit_blas_threads(threads, env)  # its share of the cores (the server's numpy has it already)
         libraries = {s.library for s in stages.resolve(spec["stage_ids"])}
-        self.server = forkservers.of_this_thread("torch" if "torch" in libraries else "numpy", threads)
+        self.server = forkservers.of_this_thread(forkservers.heaviest(libraries), threads)
         # one probe per batch (or Dask worker) process, not per grading: the same machine, the same course
         spec = {**spec, "result": self.result, "parent": self.server.proc.pid,
                 "probed": isolation.probe().to_json()}

@@ -186,6 +186,11 @@ def get(library: str, threads: int) -> ForkServer:
     return _servers[key]
 
 
+def heaviest(libraries) -> str:
+    """The library whose fork server forks a session: the heaviest one it needs."""
+    return "torch" if "torch" in libraries else "numpy"
+
+
 def start(libraries, threads: int) -> None:
     for library in sorted(libraries):
         get(library, threads)

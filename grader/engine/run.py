@@ -87,12 +87,7 @@ def _start_up_beside_the_probe(libraries, threads: int, pytest_here: bool) -> No
         forkservers.start(libraries, threads)
         import pytest  # noqa: F401
     else:
-        forkservers.get(_session_library(libraries), threads)
-
-
-def _session_library(libraries) -> str:
-    """The library whose fork server forks the session: the heaviest one the grading needs."""
-    return "torch" if "torch" in libraries else "numpy"
+        forkservers.get(forkservers.heaviest(libraries), threads)
 
 
 def _rendered(result: report.Report, language: str | None, validate: bool) -> dict:
@@ -158,7 +153,7 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
         proc = _pytest_here(args)
     else:
         budget = sum(s.time_limit_s for s in suites) + PYTEST_SLACK_S
-        proc = _forked_session(_session_library({s.library for s in suites}), threads, args, budget)
+        proc = _forked_session(forkservers.heaviest({s.library for s in suites}), threads, args, budget)
     fatal = _read_json(os.path.join(private, "fatal.json"))
     if fatal is not None:
         raise iso.grader_error_from_json(fatal)
