@@ -165,10 +165,11 @@ class Server:
     def run(self, fds: list) -> int:
         """Fork the trusted session (see the module's docstring), with a connection of its own."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        server = os.getpid()
         pid = os.fork()
         if pid == 0:
             try:
-                _run_child(self.library, theirs.fileno(), *fds)  # never returns
+                _run_child(self.library, server, theirs.fileno(), *fds)  # never returns
             finally:
                 os._exit(SETUP_FAILED)  # not even with a malformed request
         theirs.close()
@@ -243,15 +244,17 @@ def _keep_only(fds) -> None:
         os.closerange(low + 1, high)
 
 
-def _run_child(library: str, conn_fd: int, spec_fd: int, out_fd: int, err_fd: int, done_fd: int) -> None:
+def _run_child(library: str, server: int, conn_fd: int, spec_fd: int, out_fd: int, err_fd: int,
+               done_fd: int) -> None:
     """The forked session, from fork to exit: ``python -m MODULE ARGV`` with the spec's environment,
-    folder and import path, its output in ``out_fd``/``err_fd``."""
+    folder and import path, its output in ``out_fd``/``err_fd``; it dies with the ``server``."""
     import runpy
 
     from . import jail  # fork-safety: see preload
     code = 1
     try:
         os.setsid()  # its own process group: its parent kills the group on a timeout
+        jail.die_with_parent(server)  # the server dies with the process that started it: so does its session
         jail.name_process(SESSION_NAME)
         with os.fdopen(spec_fd) as f:
             spec = json.load(f)

@@ -1,6 +1,7 @@
 """The fork server that starts workers: return codes, restarts, and its own failure."""
 import json
 import os
+import select
 import subprocess
 import sys
 import textwrap
@@ -178,3 +179,18 @@ def test_a_forked_session_past_its_time_is_killed_and_the_server_serves_on(serve
 def test_a_session_that_leaves_before_its_answer_leaves_the_server_serving(server):
     assert _run(server, ["leave"]).returncode == 0
     assert _run(server, ["after"]).returncode == 3 and server.proc.poll() is None
+
+
+def test_a_forked_session_dies_with_its_server(server):
+    """A server dies with the process that started it (a killed `grade` or batch), and its session with it."""
+    with open(os.devnull, "wb") as null:
+        forked = server.fork_module("forked_module", ["sleep"], {"PATH": "/usr/bin:/bin"}, cwd="/tmp",
+                                    path=[str(ROOT / "tests" / "project"), str(ROOT)], stdout=null.fileno(),
+                                    stderr=null.fileno())
+    server.proc.kill()
+    server.proc.wait()
+    try:
+        ended, _, _ = select.select([forked.done], [], [], 10)  # the pipe ends when the session does
+    finally:
+        os.close(forked.done)
+    assert ended
