@@ -104,6 +104,7 @@ def _take(param, tensor):
         with torch.no_grad():
             param.copy_(tensor)
 
+
 def load_pretrained_bert(model, path):
     """Load a Hugging Face BERT checkpoint folder into `model` (course-provided, not graded).
 

@@ -207,7 +207,7 @@ class GradingProcess:
         # one probe per batch (or Dask worker) process, not per grading: the same machine, the same course
         spec = {**spec, "result": self.result, "parent": self.server.proc.pid,
                 "probed": isolation.probe().to_json()}
-        self.forked = None
+        self.forked, self.not_started = None, ""
         with open(self.stderr, "wb") as err, open(os.devnull, "wb") as out:
             try:
                 self.forked = self.server.fork_module(MODULE, [json.dumps(spec)], env, cwd=str(paths.ROOT),

@@ -163,7 +163,7 @@ def kill_group(pid: int) -> None:
     """SIGKILL to the process group of ``pid`` (a :meth:`ForkServer.fork_module` child leads its own)."""
     try:
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
 
 
