@@ -9,7 +9,7 @@ import tempfile
 import time
 
 from ..i18n import join, localize, tr
-from . import earlier, forkservers, paths, report, seeds, stages, submission
+from . import earlier, forkservers, paths, report, seeds, session, stages, submission
 from . import isolation as iso
 
 PYTEST_SLACK_S = 120
@@ -139,7 +139,7 @@ def _run_pytest(folder, runnable, kind, isolation, work, threads, hide, fast_onl
     unused = ["cacheprovider", "doctest", "junitxml", "pastebin", "stepwise", "setuponly", "setupplan",
               "faulthandler", "debugging", "nose", "unittest", "unraisableexception", "threadexception"]
     # --assert=plain: a failed assert's message reaches the plugin as the test wrote it (grader.i18n.Message)
-    args = ["-p", "pytest_jsonreport.plugin", "-p", "grader.engine.plugin", *[f"-pno:{name}" for name in unused],
+    args = [*[f"-pno:{name}" for name in unused],
             "--assert=plain", "-q", "--no-header", "-rN", "--tb=no",
             f"--rootdir={paths.ROOT}", "-c", str(paths.ROOT / "tests" / "grading.ini"),
             "--json-report", f"--json-report-file={json_path}", "--json-report-omit", "log", "keywords",
@@ -177,24 +177,20 @@ def _read_json(path: str):
 
 
 def _forked_session(library: str, threads: int, args, budget: float) -> subprocess.CompletedProcess:
-    """``python -m pytest ARGS`` forked by the fork server of ``library``
+    """``python -m grader.engine.session ARGS`` forked by the fork server of ``library``
     (:meth:`forkservers.ForkServer.run_module`): numpy and torch are imported there already, and their
     pages are shared with the server and the workers."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     env["PYTHONPATH"] = str(paths.ROOT)  # for what the session starts as a new interpreter
-    return forkservers.get(library, threads).run_module("pytest", args, env, cwd=str(paths.ROOT),
+    return forkservers.get(library, threads).run_module("grader.engine.session", args, env, cwd=str(paths.ROOT),
                                                         path=[str(paths.ROOT)], timeout=budget)
 
 
 def _pytest_here(args) -> subprocess.CompletedProcess:
-    """``pytest ARGS`` in this process, its output kept like a subprocess's."""
+    """The session (``session.main``) in this process, its output kept like a subprocess's."""
     import contextlib
     import io
-
-    import pytest
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        code = pytest.main(args)
-    return subprocess.CompletedProcess(args, int(code), out.getvalue(), "")
+        code = session.main(args)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), "")

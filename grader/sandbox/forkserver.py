@@ -29,15 +29,15 @@ session is single-threaded):
 
 ``returncode`` follows ``subprocess``: the exit status, or minus the signal.
 
-**The trusted session is a fork too** (``run``): the grading process asks the server of the
-heaviest library it needs to fork a child that runs ``python -m pytest ...`` (:func:`_run_child`), so the
-session finds numpy and torch imported and shares their pages with the server and its workers (a whole
-grading's peak memory and one torch import less). The direction is what keeps it safe: the session is
-forked from the server, never the reverse, and the server never reads what it is asked to run (module,
-arguments, environment): they come in a file the child opens after the fork (``spec``). The child gets a
-connection of its own to the server, named in its environment (``CONNECTION_ENV``: ``LIBRARY:FD``), and
-asks for its workers through it; ``done`` stays open in the child until it exits, so its parent can wait
-for it without asking the server.
+**The trusted session is a fork too** (``run``): the grading process asks the server of the heaviest
+library it needs to fork a child that runs ``python -m grader.engine.session ...`` (:func:`_run_child`),
+so the session finds numpy and torch imported and shares their pages with the server and its workers (a
+whole grading's peak memory and one torch import less). The direction is what keeps it safe: the session
+is forked from the server, never the reverse, and the server never reads what it is asked to run
+(module, arguments, environment): they come in a file the child opens after the fork (``spec``). The
+child gets a connection of its own to the server, named in its environment (``CONNECTION_ENV``:
+``LIBRARY:FD``), and asks for its workers through it; ``done`` stays open in the child until it exits,
+so its parent can wait for it without asking the server.
 """
 from __future__ import annotations
 
@@ -187,18 +187,37 @@ class Server:
             self.finished[pid] = os.waitstatus_to_exitcode(status)
 
     def wait(self, pid: int, timeout: float):
+        """The return code of the child ``pid`` once it has exited, or None if it still runs after
+        ``timeout`` seconds (or is not a child of this server)."""
+        if pid not in self.finished and not _exited(pid):
+            _until_exit(pid, timeout)
+        self.reap()
+        return self.finished.pop(pid, None)
+
+
+def _until_exit(pid: int, timeout: float) -> None:
+    """Return once the child ``pid`` has exited (not reaping it), or after ``timeout`` seconds: woken
+    by its pidfd (Linux 5.3+), else by asking every 5 ms (a kernel or seccomp profile without
+    ``pidfd_open``; not Linux)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
         deadline = time.monotonic() + timeout
-        while pid not in self.finished:
-            try:
-                done, status = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                return None
-            if done:
-                return os.waitstatus_to_exitcode(status)
-            if time.monotonic() >= deadline:
-                return None
+        while time.monotonic() < deadline and not _exited(pid):
             time.sleep(0.005)
-        return self.finished.pop(pid)
+        return
+    try:
+        select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child ``pid`` has exited (or is no child of this process), leaving it to be reaped."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _child(config: dict, plan: dict, in_fd: int, out_fd: int, err_fd: int) -> None:

@@ -6,15 +6,18 @@ exit with SETUP_FAILED and one line, never run.
 """
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import struct
 import subprocess
 import sys
+import time
 
 import pytest
 
 from grader.engine import isolation, paths
+from grader.sandbox import forkserver
 from grader.sandbox.forkserver import MAX_MESSAGE, SETUP_FAILED, receive_message, send_message
 
 
@@ -107,3 +110,22 @@ def test_the_server_holds_only_its_library_and_the_sandbox():
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['grader']"
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "pidfd-refused"])
+def test_wait_answers_as_soon_as_the_child_exits_and_none_while_it_runs(monkeypatch, pidfd):
+    """Without ``pidfd_open`` (an older kernel, a container's seccomp profile) the server asks every 5 ms."""
+    if not pidfd:
+        def refused(pid):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        monkeypatch.setattr(os, "pidfd_open", refused)
+    server = forkserver.Server(socket.socket(), "numpy")
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.3)
+        os._exit(3)
+    assert server.wait(pid, timeout=0.05) is None
+    started = time.monotonic()
+    assert server.wait(pid, timeout=10) == 3
+    assert time.monotonic() - started < 1
+    assert server.wait(pid, timeout=0) is None  # reaped, and no longer its child
