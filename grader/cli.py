@@ -28,12 +28,12 @@ def language(args) -> str:
 
 def _before_numpy(args, threads: int) -> None:
     """What a grading command does before it imports numpy and pytest: numpy's BLAS threads
-    (``cores.limit_blas_threads``), and the isolation probe's child started, to run beside those imports
-    (``isolation.probe_soon``: the two take about as long)."""
-    from grader.engine import cores, isolation  # start-up: light (no numpy)
+    (``cores.limit_blas_threads``), and a fork server started, its library named once the submission
+    is read, which meanwhile runs the isolation probe (``forkservers.start_soon``): its start-up runs
+    beside those imports, which take about as long."""
+    from grader.engine import cores, forkservers  # start-up: light (no numpy)
     cores.limit_blas_threads(threads)
-    if args.isolation != "degraded":
-        isolation.probe_soon()
+    forkservers.start_soon(threads, probe=args.isolation != "degraded")
 
 
 def cmd_check(args) -> int:

@@ -29,7 +29,8 @@ from grader.sandbox.forkserver import CONNECTION_ENV, receive_message, send_mess
 
 from . import isolation, paths
 
-_servers: dict = {}
+_servers: dict = {}  # (library, threads) -> ForkServer
+_early: dict = {}  # threads -> a ForkServer started before its library was known (start_soon)
 
 
 class ForkServerFailed(RuntimeError):
@@ -44,23 +45,56 @@ class Forked:
 
 
 class ForkServer:
-    def __init__(self, library: str, env: dict | None = None, connection: socket.socket | None = None):
+    def __init__(self, library: str | None, env: dict | None = None, connection: socket.socket | None = None,
+                 probe: dict | None = None):
         """Start a server for ``library`` with ``env``, or talk to a running one over ``connection``
-        (a session forked by it: the server is its parent's, to start and stop)."""
-        self.library = library
+        (a session forked by it: the server is its parent's, to start and stop). ``library`` None: the
+        first :meth:`load` names it; ``probe``: the isolation probe asked runs in the server first
+        (:meth:`probed`)."""
+        self.library = None
         self.proc = self._stderr = None
-        self.ready = connection is not None
-        if connection is None:
+        ours = connection is None
+        self.ready = not ours
+        self._probe_pending = probe is not None
+        if ours:
             connection, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             self._stderr = tempfile.TemporaryFile()
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"), library, str(theirs.fileno()),
-                 str(os.getpid())],
+                [sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"), str(theirs.fileno()), str(os.getpid()),
+                 *([json.dumps(probe)] if probe is not None else [])],
                 pass_fds=(theirs.fileno(),), env=env, cwd="/", stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=self._stderr)
             theirs.close()
         self.sock = connection
         self.failed = None  # after one failure (a timeout may leave a late reply behind) every request fails
+        if library is not None and ours:
+            self.load(library)
+        else:
+            self.library = library
+
+    def load(self, library: str) -> None:
+        """Tell a server started without its library to import ``library`` and serve it (it answers
+        "ready" before the first request is answered)."""
+        self.library = library
+        try:
+            send_message(self.sock, {"op": "preload", "library": library})
+        except OSError as exc:  # it has died already: its first request says why
+            self.failed = self._why(exc)
+
+    def probed(self, timeout: float = 60.0) -> str:
+        """The answer of the probe this server was started with: the JSON text of ``Probed``; raises
+        ``isolation.ProbeFailed`` when the probe failed or the server never answered."""
+        try:
+            self.sock.settimeout(timeout)
+            answer = self._receive()
+        except (OSError, EOFError, ValueError) as exc:
+            self.failed = self._why(exc)
+            raise isolation.ProbeFailed(self.failed) from None
+        finally:
+            self._probe_pending = False
+        if answer.get("probed") is None:
+            raise isolation.ProbeFailed(str(answer.get("why") or answer))
+        return answer["probed"]
 
     @property
     def alive(self) -> bool:
@@ -72,6 +106,9 @@ class ForkServer:
             raise ForkServerFailed(self.failed)
         self.sock.settimeout(timeout)
         try:
+            if self._probe_pending:  # (never asked for: the grading chose no isolation)
+                self._receive()
+                self._probe_pending = False
             if not self.ready:
                 self._receive()
                 self.ready = True
@@ -92,7 +129,7 @@ class ForkServer:
         if self._stderr is not None:
             self._stderr.seek(0)
             tail = self._stderr.read()[-1500:].decode(errors="replace").strip()
-        why = f"the grader's {self.library} fork server failed ({type(exc).__name__}: {exc})"
+        why = f"the grader's {self.library or 'early'} fork server failed ({type(exc).__name__}: {exc})"
         return f"{why}: {tail}" if tail else why
 
     def spawn(self, config: dict, plan: dict, fds, timeout: float) -> int:
@@ -177,12 +214,31 @@ def _inherited(library: str) -> socket.socket | None:
     return socket.socket(fileno=int(fd))
 
 
+def start_soon(threads: int, probe: bool) -> None:
+    """Start a fork server (its workers with ``threads`` threads) before this process knows which
+    library it will serve, so that its interpreter starts beside this process's imports of numpy and
+    pytest; the first :func:`get` with ``threads`` names the library. With ``probe`` the isolation
+    probe runs in it meanwhile (``isolation.probe_soon``), sparing the probe an interpreter of its own."""
+    def start(asked: dict):
+        server = _early[threads] = ForkServer(None, isolation.base_env(threads), probe=asked)
+        return server.probed
+    if probe:
+        isolation.probe_soon(start)
+    if threads not in _early:
+        _early[threads] = ForkServer(None, isolation.base_env(threads))
+
+
 def get(library: str, threads: int) -> ForkServer:
     key = (library, threads)
     if key not in _servers:
         connection = _inherited(library)
-        _servers[key] = (ForkServer(library, connection=connection) if connection is not None
-                         else ForkServer(library, isolation.base_env(threads)))
+        if connection is not None:
+            _servers[key] = ForkServer(library, connection=connection)
+        elif threads in _early:
+            _servers[key] = _early.pop(threads)
+            _servers[key].load(library)
+        else:
+            _servers[key] = ForkServer(library, isolation.base_env(threads))
     return _servers[key]
 
 
@@ -205,8 +261,11 @@ def close(library: str, threads: int) -> None:
 
 
 def close_all() -> None:
+    """Stop every server of this process, the early ones no stage took too."""
     while _servers:
         _servers.popitem()[1].close()
+    while _early:
+        _early.popitem()[1].close()
 
 
 _per_thread = threading.local()

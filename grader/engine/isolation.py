@@ -104,26 +104,48 @@ _probed: dict = {}
 _probing = threading.Lock()  # a batch's grading threads ask at once; one probe answers them all
 
 
-def _start_probe(secrets=None) -> tuple[dict, subprocess.Popen]:
-    """The probe's child, started (:func:`grader.sandbox.jail.probe`), and what it was asked."""
-    asked = {"uid": UID_BASE + os.getpid(), "course": str(paths.ROOT),
-             "secrets": [str(p) for p in (paths.SECRET_PATHS if secrets is None else secrets) if os.path.exists(p)]}
+class ProbeFailed(RuntimeError):
+    """The probe gave no answer (the text says why); :func:`probe` then finds no route."""
+
+
+def _asked(secrets=None) -> dict:
+    """What the probe is asked (:func:`grader.sandbox.jail.probe_as_asked`)."""
+    return {"uid": UID_BASE + os.getpid(), "course": str(paths.ROOT),
+            "secrets": [str(p) for p in (paths.SECRET_PATHS if secrets is None else secrets) if os.path.exists(p)]}
+
+
+def _in_a_child(asked: dict):
+    """Start the probe in a fresh ``python -I`` (never a fork of this process, which may hold threads): a
+    function that waits for its answer, the JSON text of :class:`Probed` (or raises ProbeFailed)."""
     command = [sys.executable, "-I", str(paths.SANDBOX / "jail.py"), "--probe", json.dumps(asked)]
-    return asked, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def answer() -> str:
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        if proc.returncode != 0 or not out.strip():
+            raise ProbeFailed((err.strip().splitlines() or [f"status {proc.returncode}"])[-1])
+        return out
+    return answer
 
 
-def probe_soon() -> None:
-    """Start :func:`probe`'s child now, so that it runs while this process imports the rest
-    (numpy, pytest: about as long as the probe); :func:`probe` collects its answer."""
+def probe_soon(start=_in_a_child) -> None:
+    """Start :func:`probe`'s work now, so that it runs while this process imports the rest (numpy,
+    pytest: about as long as the probe); :func:`probe` collects its answer. ``start(asked)`` runs it
+    and returns a function that waits for the answer (as :func:`_in_a_child`: the CLI has it run in
+    the fork server it starts early, ``forkservers.start_soon``)."""
     if sys.platform == "linux" and not _probed:
-        _probed["pending"] = _start_probe()
+        asked = _asked()
+        _probed["pending"] = asked, start(asked)
 
 
 def probe(secrets=None) -> Probed:
-    """What this machine allows (:func:`grader.sandbox.jail.probe` in a fresh ``python -I``, never a
-    fork of this process, which may hold threads); cached per process, started early by
-    :func:`probe_soon`. ``secrets``: the paths a confined child must not read (default:
-    :data:`paths.SECRET_PATHS`)."""
+    """What this machine allows (:func:`grader.sandbox.jail.probe` in a fresh interpreter); cached per
+    process, started early by :func:`probe_soon`. ``secrets``: the paths a confined child must not
+    read (default: :data:`paths.SECRET_PATHS`)."""
     with _probing:
         return _probed["result"] if "result" in _probed else _probe(secrets)
 
@@ -141,16 +163,15 @@ def _probe(secrets) -> Probed:
         _probed["result"] = Probed(Route.NONE, False, {"root": f"not Linux ({sys.platform})"},
                                    landlock_why="not Linux", seccomp_why="not Linux")
         return _probed["result"]
-    asked, proc = _probed.pop("pending") if "pending" in _probed and secrets is None else _start_probe(secrets)
+    if "pending" in _probed and secrets is None:
+        asked, answer = _probed.pop("pending")
+    else:
+        asked = _asked(secrets)
+        answer = _in_a_child(asked)
     try:
-        out, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    try:
-        _probed["result"] = Probed.from_json(out)
-    except (ValueError, TypeError, KeyError):
-        why = (err.strip().splitlines() or [f"status {proc.returncode}"])[-1]
+        _probed["result"] = Probed.from_json(answer())
+    except (ProbeFailed, ValueError, TypeError, KeyError) as exc:
+        why = str(exc) if isinstance(exc, ProbeFailed) else f"the probe's answer is unreadable ({exc})"
         _probed["result"] = Probed(Route.NONE, False, {"probe": why}, landlock_why=why, seccomp_why=why,
                                    readable=asked["secrets"])
     return _probed["result"]

@@ -80,9 +80,10 @@ def grade(path: str, *, kind: str = "hidden", stage_ids=None, isolation: str = "
 
 
 def _start_up_beside_the_probe(libraries, threads: int, pytest_here: bool) -> None:
-    """Start-ups side by side with the probe's child (``isolation.probe_soon``): the fork servers import
-    numpy (and torch) and this process imports pytest; or, when the session will be a fork of a server
-    (:func:`_forked_session`), only that server, the rest being the session's to start."""
+    """Start-ups side by side with the probe (``isolation.probe_soon``): the fork servers import numpy
+    (and torch; the first takes the server started early, ``forkservers.start_soon``) and this process
+    imports pytest; or, when the session will be a fork of a server (:func:`_forked_session`), only that
+    server, the rest being the session's to start."""
     if pytest_here:
         forkservers.start(libraries, threads)
         import pytest  # noqa: F401

@@ -6,10 +6,10 @@ A fresh interpreter per worker paid numpy's import every stage, and torch,
 ``torch.broadcast_shapes``) about 3 CPU-seconds per torch stage. Instead the
 trusted grading session starts one fork server per library it needs
 (:mod:`grader.engine.forkservers`), as a **new interpreter**
-(``python -I forkserver.py LIBRARY FD PARENT_PID``): never a fork of the session,
+(``python -I forkserver.py FD PARENT_PID [PROBE]``): never a fork of the session,
 so no hidden test, reference solution or fixture the session has read can be in
-a worker's memory. The server imports only this public package and the library,
-then waits. For each worker it forks a child that
+a worker's memory. The server imports only this public package and the library
+it is told to serve, then waits. For each worker it forks a child that
 
 1. takes its three descriptors (requests in, replies out, stderr) and closes
    every other one, and replaces its environment with the worker's;
@@ -21,8 +21,13 @@ then waits. For each worker it forks a child that
 
 Messages on a Unix stream socket pair (:func:`send_message`, :func:`receive_message`:
 a 4-byte length, then JSON; descriptors ride along), one request at a time (the
-session is single-threaded):
+session is single-threaded). A server starts before its grading knows which library it
+needs, so its interpreter starts beside the grading's own imports; given ``PROBE`` (the
+JSON of :func:`jail.probe_as_asked`'s request) it first runs the isolation probe, before
+any library is imported, and says what it found:
 
+  (with PROBE)                                -> {"probed": PROBED_JSON} or {"probed": null, "why": "..."}
+  {"op": "preload", "library": "numpy"}       -> {"ready": true}   (once, first)
   {"op": "spawn", "config": RUNTIME_CONFIG, "plan": JAIL_PLAN} + 3 descriptors -> {"pid": N}
   {"op": "run"} + 4 descriptors (spec, stdout, stderr, done)             -> {"pid": N}
   {"op": "wait", "pid": N, "timeout": S}  -> {"returncode": C or null (still running)}
@@ -55,6 +60,7 @@ SETUP_FAILED = 97
 CONNECTION_ENV = "GRADER_FORKSERVER"
 MAX_FDS = 4  # descriptors riding along one message
 SESSION_NAME = "grader-session"  # a forked session's process name (``ps``, /proc/PID/comm)
+SERVER_NAME = "grader-{library}"  # a server's, once it serves a library (its workers keep it)
 
 
 def send_message(sock: socket.socket, msg: dict, fds=()) -> None:
@@ -307,13 +313,33 @@ def _run_child(library: str, server: int, conn_fd: int, spec_fd: int, out_fd: in
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def probe(asked: dict) -> dict:
+    """The isolation probe asked for (:func:`jail.probe_as_asked`), run before any library is imported
+    and before any thread starts (it forks throwaway children): the message that says what it found."""
+    from . import jail  # fork-safety: see preload
+    try:
+        return {"probed": jail.probe_as_asked(asked).to_json()}
+    except Exception as exc:  # noqa: BLE001 - what failed is the answer; the server serves on
+        return {"probed": None, "why": f"{type(exc).__name__}: {exc}"}
+
+
 def main() -> None:
     from . import jail  # fork-safety: see preload
-    library, fd, parent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    fd, parent = int(sys.argv[1]), int(sys.argv[2])
     jail.die_with_parent(parent)  # and its forked sessions with it (theirs die with them)
     jail.undumpable()  # a worker that shares its uid may not read its memory
+    sock = socket.socket(fileno=fd)
+    if len(sys.argv) > 3:
+        send_message(sock, probe(json.loads(sys.argv[3])))
+    first = receive_message(sock)
+    if first is None:  # the grading needed no worker of this server
+        return
+    if first.get("op") != "preload":
+        raise ValueError(f"the first request must name the library: {first}")
+    library = first["library"]
+    jail.name_process(SERVER_NAME.format(library=library))
     preload(library)
-    Server(socket.socket(fileno=fd), library).serve()
+    Server(sock, library).serve()
 
 
 if __name__ == "__main__":

@@ -507,6 +507,12 @@ def probe(uid: int, secrets=(), course=None) -> Probed:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def probe_as_asked(asked: dict) -> Probed:
+    """:func:`probe` as the trusted side asks for it (``grader.engine.isolation``): ``{"uid": UID,
+    "secrets": [PATH, ...], "course": PATH}``, in a fresh interpreter (``python -I jail.py --probe
+    ASKED``) or in a fork server before it imports its library (``forkserver.probe``)."""
+    return probe(asked["uid"], asked.get("secrets", ()), asked.get("course"))
+
+
 if __name__ == "__main__":  # python -I jail.py --probe '{"uid":..}': the trusted side's probe (grader.engine.isolation)
-    asked = json.loads(sys.argv[2])
-    print(probe(asked["uid"], asked.get("secrets", ()), asked.get("course")).to_json())
+    print(probe_as_asked(json.loads(sys.argv[2])).to_json())

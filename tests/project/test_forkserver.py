@@ -6,12 +6,15 @@ import subprocess
 import sys
 import textwrap
 
+import psutil
 import pytest
 from conftest import ROOT
 
 from grader.engine import forkservers, isolation, stages
 from grader.engine.errors import WorkerCrashed
 from grader.engine.worker_client import StageWorker, StudentModule
+from grader.sandbox.forkserver import SERVER_NAME
+from grader.sandbox.plan import Probed
 
 
 @pytest.fixture
@@ -76,11 +79,13 @@ SERVERS_SEEN = textwrap.dedent('''
     import os
     import psutil
 
+    from grader.sandbox.forkserver import SERVER_NAME
+
     def test_log(request):
         if USES_WORKER:
-            request.getfixturevalue("student")  # the stage's worker: its library's server runs from now on
+            request.getfixturevalue("student").has("anything")  # the stage's worker: its library's server serves
         live = sorted(p.pid for p in psutil.Process().children()
-                      if p.cmdline()[-3:-2] == ["numpy"] and "forkserver.py" in " ".join(p.cmdline()))
+                      if p.name() == SERVER_NAME.format(library="numpy"))
         with open(os.environ["SERVERS_LOG"], "a") as f:
             f.write(f"{os.path.basename(__file__)} {live}\\n")
 ''')
@@ -194,3 +199,48 @@ def test_a_forked_session_dies_with_its_server(server):
     finally:
         os.close(forked.done)
     assert ended
+
+
+# ----------------------------------------------------------------------------- a server started early
+
+def test_an_early_server_probes_before_it_imports_its_library_and_finds_what_the_probes_own_interpreter_finds():
+    """`check` and `grade` start a server before they know its library, and the isolation probe runs in it
+    first: one thread, no numpy yet (the probe forks throwaway children); then it serves the library named."""
+    asked = isolation._asked()
+    srv = forkservers.ForkServer(None, isolation.base_env(1), probe=asked)
+    try:
+        found = srv.probed()
+        server = psutil.Process(srv.proc.pid)
+        assert server.num_threads() == 1
+        assert not [m.path for m in server.memory_maps() if "numpy" in m.path]
+        assert Probed.from_json(found) == Probed.from_json(isolation._in_a_child(asked)())
+        srv.load("numpy")
+        assert srv.wait(os.getpid(), 0) is None  # answered: it serves
+        assert [m.path for m in server.memory_maps() if "numpy" in m.path]
+        assert server.name() == SERVER_NAME.format(library="numpy")
+    finally:
+        srv.close()
+
+
+def test_a_probe_that_fails_in_the_server_is_said_and_the_server_still_serves():
+    srv = forkservers.ForkServer(None, isolation.base_env(1), probe={"course": "/"})  # no uid: the probe raises
+    try:
+        with pytest.raises(isolation.ProbeFailed, match="KeyError"):
+            srv.probed()
+        srv.load("numpy")
+        assert srv.wait(os.getpid(), 0) is None
+    finally:
+        srv.close()
+
+
+def test_the_first_library_asked_for_takes_the_early_server_and_an_unused_one_is_stopped(tmp_path):
+    forkservers.start_soon(1, probe=False)
+    early = forkservers._early[1]
+    try:
+        assert forkservers.get("numpy", 1) is early and early.library == "numpy"
+        forkservers.start_soon(1, probe=False)
+        unused = forkservers._early[1]
+    finally:
+        forkservers.close_all()
+    assert early.proc.poll() is not None and unused.proc.poll() is not None
+    assert not forkservers._early and not forkservers._servers

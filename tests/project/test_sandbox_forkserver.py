@@ -65,11 +65,12 @@ def test_an_oversized_message_is_refused_before_it_is_read(pair):
 def server():
     """The fork server as the engine starts it: a fresh ``python -I`` with one end of a socket pair."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    proc = subprocess.Popen([sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"), "numpy",
+    proc = subprocess.Popen([sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"),
                              str(theirs.fileno()), str(os.getpid())], pass_fds=(theirs.fileno(),),
                             env=isolation.base_env(1), cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     theirs.close()
     ours.settimeout(60)
+    send_message(ours, {"op": "preload", "library": "numpy"})
     assert receive_message(ours) == {"ready": True}
     yield ours, proc
     ours.close()
