@@ -95,12 +95,14 @@ def restrict(readable, writable, hide, course=None, version: int = 0) -> None:
     tcp, scopes = AccessNet.BIND_TCP | AccessNet.CONNECT_TCP, Scope.SIGNAL | Scope.ABSTRACT_UNIX_SOCKET
     ruleset = Ruleset(handled_fs=handled, handled_net=net_for_abi(version) & tcp,
                       scoped=scope_for_abi(version) & scopes)
+    rights_of: dict = {}  # (names, a folder?) -> rights: a few kinds for hundreds of rules (enum flags are slow)
     with ruleset:
         for path, names in rules(readable, writable, hide, course):
-            rights = handled if names is None else _flags(AccessFS, names)
-            if not os.path.isdir(path):
-                rights &= files
-            ruleset.allow_path(path, rights)
+            kind = (names, os.path.isdir(path))
+            if kind not in rights_of:
+                rights = handled if names is None else _flags(AccessFS, names)
+                rights_of[kind] = rights if kind[1] else rights & files
+            ruleset.allow_path(path, rights_of[kind])
         if os.path.exists("/dev/null"):
             ruleset.allow_path("/dev/null", (AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.TRUNCATE
                                              | AccessFS.IOCTL_DEV) & handled)
