@@ -247,22 +247,28 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from grader.engine.isolation import IsolationUnavailable  # start-up: `--help` imports nothing
-    from grader.engine.stages import UnknownStage  # start-up: `--help` imports nothing
-    from grader.engine.submission import UnreadableSubmission  # start-up: `--help` imports nothing
     try:
         args = parser().parse_args(argv)
     except SystemExit as exc:
         return 2 if exc.code else 0
     try:
         return args.func(args)
-    except IsolationUnavailable as exc:
+    except Exception as exc:  # noqa: BLE001 - sorted out by _failed
+        return _failed(exc, args)
+
+
+def _failed(exc: Exception, args) -> int:
+    """The exit code of a command that raised ``exc`` (the module's docstring), after one line on stderr, or
+    the trace of a bug. Called while ``exc`` is being handled."""
+    from grader.engine.isolation import IsolationUnavailable  # start-up: imported when a command fails
+    from grader.engine.stages import UnknownStage  # start-up: same
+    from grader.engine.submission import UnreadableSubmission  # start-up: same
+    if isinstance(exc, IsolationUnavailable):
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except (UnreadableSubmission, UnknownStage) as exc:  # what the student or instructor gave: in their language
+    if isinstance(exc, (UnreadableSubmission, UnknownStage)):  # what the student or instructor gave: in their language
         _say_error(exc.args[0], args)
         return 2
-    except Exception:  # noqa: BLE001 - anything else is our bug
-        traceback.print_exc()
-        print("error: this is a bug in the grader; please report it with the trace above", file=sys.stderr)
-        return 1
+    traceback.print_exc()  # anything else is our bug
+    print("error: this is a bug in the grader; please report it with the trace above", file=sys.stderr)
+    return 1
