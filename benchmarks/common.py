@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.sandbox.forkserver import SESSION_NAME
+from grader.sandbox.forkserver import SERVER_NAME, SESSION_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "benchmarks" / "work"          # git-ignored; also hidden from grading workers
@@ -195,8 +195,12 @@ class TreeSampler:
         if name == SESSION_NAME:  # the session forked by a fork server: its command line is the server's
             return "pytest (trusted)"
         if "forkserver.py" in text:  # a worker is a fork of its fork server: same command line
-            lib = " (torch)" if " torch " in f" {text} " else " (numpy)" if " numpy " in f" {text} " else ""
-            return ("worker" if "forkserver.py" in " ".join(parent_cmdline) else "fork server") + lib
+            # the library: in the server's name (and its workers'), or in its command line (before 2026-12-03)
+            lib = next((f" ({lib})" for lib in ("torch", "numpy")
+                        if name == SERVER_NAME.format(library=lib) or f" {lib} " in f" {text} "), "")
+            if "forkserver.py" not in " ".join(parent_cmdline):
+                return "fork server" + lib
+            return "worker" + lib if lib else "isolation probe"  # a child of a server not yet told its library
         if "jail.py" in text:
             return "isolation probe"
         if "pytest" in text:
@@ -222,14 +226,15 @@ class TreeSampler:
             total, pss_total, by_role, pss_by_role = 0, 0, {}, {}
             for p in procs:
                 try:
-                    if p.pid not in cache:
-                        cache[p.pid] = self.role(p.cmdline(), p.parent().cmdline() if p.parent() else [], p.name())
+                    role = cache.get(p.pid) or self.role(p.cmdline(), p.parent().cmdline() if p.parent() else [],
+                                                         p.name())
                 except ps.Error:
                     continue
+                if not role.endswith("fork server"):  # a server is named once told its library: ask again
+                    cache[p.pid] = role
                 got = smaps_rollup(p.pid)
                 if not got:
                     continue
-                role = cache[p.pid]
                 rss, pss = got.get("Rss", 0) * 1024, got.get("Pss", 0) * 1024
                 total += rss
                 pss_total += pss
