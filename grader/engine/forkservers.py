@@ -30,7 +30,7 @@ from grader.sandbox.forkserver import CONNECTION_ENV, receive_message, send_mess
 from . import isolation, paths
 
 _servers: dict = {}  # (library, threads) -> ForkServer
-_early: dict = {}  # threads -> a ForkServer started before its library was known (start_soon)
+_early: dict = {}  # threads -> a ForkServer started before the submission was read, no library yet (start_soon)
 
 
 class ForkServerFailed(RuntimeError):
@@ -106,7 +106,7 @@ class ForkServer:
             raise ForkServerFailed(self.failed)
         self.sock.settimeout(timeout)
         try:
-            if self._probe_pending:  # (never asked for: the grading chose no isolation)
+            if self._probe_pending:  # the probe's answer, which nobody collected, comes first
                 self._receive()
                 self._probe_pending = False
             if not self.ready:

@@ -16,7 +16,7 @@ PLUGINS = ("pytest_jsonreport.plugin", "grader.engine.plugin")
 
 def main(args) -> int:
     """Run pytest with ``args`` (no ``-p`` of these plugins) and only the plugins grading asks for."""
-    import pytest
+    import pytest  # start-up: `check` imports it beside the probe (run._start_up_beside_the_probe), not with run
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # none of the installed packages' own plugins
     return int(pytest.main(list(args), plugins=[importlib.import_module(name) for name in PLUGINS]))
 
