@@ -51,7 +51,7 @@ class ForkServer:
         (a session forked by it: the server is its parent's, to start and stop). ``library`` None: the
         first :meth:`load` names it; ``probe``: the isolation probe asked runs in the server first
         (:meth:`probed`)."""
-        self.library = None
+        self.library = library
         self.proc = self._stderr = None
         ours = connection is None
         self.ready = not ours
@@ -67,10 +67,8 @@ class ForkServer:
             theirs.close()
         self.sock = connection
         self.failed = None  # after one failure (a timeout may leave a late reply behind) every request fails
-        if library is not None and ours:
+        if ours and library is not None:
             self.load(library)
-        else:
-            self.library = library
 
     def load(self, library: str) -> None:
         """Tell a server started without its library to import ``library`` and serve it (it answers

@@ -132,11 +132,11 @@ def _in_a_child(asked: dict):
     return answer
 
 
-def probe_soon(start=_in_a_child) -> None:
+def probe_soon(start) -> None:
     """Start :func:`probe`'s work now, so that it runs while this process imports the rest (numpy,
     pytest: about as long as the probe); :func:`probe` collects its answer. ``start(asked)`` runs it
-    and returns a function that waits for the answer (as :func:`_in_a_child`: the CLI has it run in
-    the fork server it starts early, ``forkservers.start_soon``)."""
+    and returns a function that waits for the answer, as :func:`_in_a_child` does (the CLI has it run
+    in the fork server it starts early, ``forkservers.start_soon``)."""
     if sys.platform == "linux" and not _probed:
         asked = _asked()
         _probed["pending"] = asked, start(asked)
