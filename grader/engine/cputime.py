@@ -3,7 +3,8 @@
 Linux keeps a CPU clock per process: every thread's time on a CPU, alive or exited, in nanoseconds. Any
 process may read another's with ``clock_gettime`` (clock id ``(~pid << 3) | CPUCLOCK_SCHED``; no permission
 is checked, as for ``/proc/PID/stat``), so the trusted side measures a worker's time without asking it.
-A worker starts no processes of its own (``grader.sandbox.syscalls``), so its clock holds all its work.
+Wherever a seccomp filter loads, a worker starts no processes of its own (``grader.sandbox.syscalls``), so its
+clock holds all its work; where none loads, the report says what it lacks (docs/TRUST.md).
 """
 from __future__ import annotations
 

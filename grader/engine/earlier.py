@@ -71,20 +71,24 @@ class EarlierModule:
                                       "grading (they are not scored in this report)")),
                  Source.NONE: ""}[self.source]
         if self.own:
-            return (tr("{self_stage}.py scored full marks{detail}{where}, so {self_later} imports it as you "
-                       "wrote it", self_stage=self.stage, detail=detail, where=where, self_later=self.later))
+            # i18n: {stage} is an earlier stage's module (e.g. a02_softmax); {later_stage} the stage being graded, which
+            # imports it.
+            return (tr("{stage}.py scored full marks{detail}{where}, so {later_stage} imports it as you "
+                       "wrote it", stage=self.stage, detail=detail, where=where, later_stage=self.later))
         cause = {
-            Verdict.LOST_POINTS: tr("{self_stage}.py lost points{detail}{where}",
-                                    self_stage=self.stage, detail=detail, where=where),
-            Verdict.MISSING: tr("{self_stage}.py is not in the submission", self_stage=self.stage),
-            Verdict.NOT_IMPORTABLE: tr("{self_stage}.py could not be imported{detail}",
-                                       self_stage=self.stage, detail=detail),
-            Verdict.UNKNOWN: tr("{self_stage} was not graded in this session, so its verdict is unknown",
-                                self_stage=self.stage),
+            Verdict.LOST_POINTS: tr("{stage}.py lost points{detail}{where}",
+                                    stage=self.stage, detail=detail, where=where),
+            Verdict.MISSING: tr("{stage}.py is not in the submission", stage=self.stage),
+            Verdict.NOT_IMPORTABLE: tr("{stage}.py could not be imported{detail}",
+                                       stage=self.stage, detail=detail),
+            Verdict.UNKNOWN: tr("{stage} was not graded in this session, so its verdict is unknown",
+                                stage=self.stage),
         }[self.verdict]
-        return (tr("{cause}, so {self_later} is graded with the course's stand-in for it (its contract names and "
+        # i18n: {cause} says how the earlier stage {stage} did (its own message); {later_stage} is the stage being
+        # graded.
+        return (tr("{cause}, so {later_stage} is graded with the course's stand-in for it (its contract names and "
                    "course-provided code; your own helpers stay yours): a mistake there costs points only in "
-                   "{self_stage}", cause=cause, self_later=self.later, self_stage=self.stage))
+                   "{stage}", cause=cause, later_stage=self.later, stage=self.stage))
 
     def to_json(self) -> dict:
         """The report's ``stages[].earlier[]`` entry (schema v1)."""
@@ -117,8 +121,8 @@ def decide(later: str, stage: str, *, present: bool, statuses: list | None, expe
         return EarlierModule(later, stage, Verdict.NOT_IMPORTABLE, source, " ".join(text.split())[:300])
     passed = sum(s == "passed" for s in statuses)
     verdict = Verdict.FULL_MARKS if passed == len(statuses) else Verdict.LOST_POINTS
-    return EarlierModule(later, stage, verdict, source, tr("{passed} of {len_statuses} tests passed",
-                                                           passed=passed, len_statuses=len(statuses)))
+    return EarlierModule(later, stage, verdict, source, tr("{passed} of {total} tests passed",
+                                                           passed=passed, total=len(statuses)))
 
 
 def verdict_only(chosen: list, present: set) -> list:

@@ -20,14 +20,13 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 from dataclasses import dataclass
 
-from grader.sandbox.forkserver import CONNECTION_ENV, receive_message, send_message
+from grader.sandbox.forkserver import CONNECTION_ENV, command, receive_message, send_message
 
-from . import isolation, paths
+from . import isolation
 
 _servers: dict = {}  # (library, threads) -> ForkServer
 _early: dict = {}  # threads -> a ForkServer started before the submission was read, no library yet (start_soon)
@@ -59,14 +58,17 @@ class ForkServer:
         if ours:
             connection, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             self._stderr = tempfile.TemporaryFile()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", str(paths.SANDBOX / "forkserver.py"), str(theirs.fileno()), str(os.getpid()),
-                 *([json.dumps(probe)] if probe is not None else [])],
-                pass_fds=(theirs.fileno(),), env=env, cwd="/", stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=self._stderr)
+            argv, program = command(theirs.fileno(), os.getpid())
+            self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), env=env, cwd="/", stdin=subprocess.PIPE,
+                                         stdout=subprocess.DEVNULL, stderr=self._stderr)
+            with self.proc.stdin:
+                self.proc.stdin.write(program.encode())
             theirs.close()
         self.sock = connection
         self.failed = None  # after one failure (a timeout may leave a late reply behind) every request fails
+        self.traits = _traits(self.proc.pid) if ours else None
+        if ours and probe is not None:
+            self._tell({"op": "probe", "asked": probe})
         if ours and library is not None:
             self.load(library)
 
@@ -74,8 +76,12 @@ class ForkServer:
         """Tell a server started without its library to import ``library`` and serve it (it answers
         "ready" before the first request is answered)."""
         self.library = library
+        self._tell({"op": "preload", "library": library})
+
+    def _tell(self, msg: dict) -> None:
+        """Send ``msg``, whose answer comes later (or none)."""
         try:
-            send_message(self.sock, {"op": "preload", "library": library})
+            send_message(self.sock, msg)
         except OSError as exc:  # it has died already: its first request says why
             self.failed = self._why(exc)
 
@@ -98,6 +104,12 @@ class ForkServer:
     def alive(self) -> bool:
         """Still serving: not failed, and (when it is ours) its process still running."""
         return not self.failed and (self.proc is None or self.proc.poll() is None)
+
+    @property
+    def unchanged(self) -> bool:
+        """Its limits, nice value, scheduling and CPUs are what they were when it started (what a worker
+        of its uid could change with one call, were nothing to refuse it; its workers inherit them)."""
+        return self.traits is not None and _traits(self.proc.pid) == self.traits
 
     def _ask(self, msg: dict, fds=(), timeout: float = 60.0) -> dict:
         if self.failed:
@@ -194,6 +206,18 @@ class ForkServer:
             self._stderr.close()
 
 
+def _traits(pid: int):
+    """What a process's children inherit and another process of its uid could change: its limits
+    (/proc/PID/limits), nice value, scheduling policy and parameters, CPUs; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            limits = f.read()
+        return (limits, os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid),
+                os.sched_getparam(pid).sched_priority, frozenset(os.sched_getaffinity(pid)))
+    except OSError:
+        return None
+
+
 def kill_group(pid: int) -> None:
     """SIGKILL to the process group of ``pid`` (a :meth:`ForkServer.fork_module` child leads its own)."""
     try:
@@ -274,8 +298,16 @@ _threads_lock = threading.Lock()
 def of_this_thread(library: str, threads: int) -> ForkServer:
     """A server of ``library`` kept by the calling thread for the gradings it starts one after another
     (a batch's or a Dask worker's: each grading process is a fork of it, and so are its workers); a new
-    one if the last has failed. :func:`close_threads` stops them all."""
+    one if the last has failed, or if a worker could have changed it: where workers share the grader's
+    uid without seccomp (``isolation.calls_contained``: one call such as ``prlimit`` would reach it and
+    every later worker inherit it), or where its limits, priority or CPUs are no longer what they were.
+    :func:`close_threads` stops them all."""
     server = getattr(_per_thread, "servers", {}).get((library, threads))
+    if server is not None and server.alive and not (server.unchanged and isolation.calls_contained(isolation.probe())):
+        server.close()
+        with _threads_lock:
+            _threads_servers.remove(server)
+        server = None
     if server is None or not server.alive:  # (a failed one is stopped with the rest, by close_threads)
         server = ForkServer(library, isolation.base_env(threads))
         _per_thread.servers = {**getattr(_per_thread, "servers", {}), (library, threads): server}

@@ -21,6 +21,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from ..i18n import from_environment, render, tr
+from .feedback_groups import group_failures
 from .report import Report, StageResult, TestStatus
 from .table import STATUS_WORDS
 
@@ -63,8 +64,11 @@ def summary(rep: Report) -> str:
         if failing:
             header = render(tr("| test | status | points | what is wrong |"), language)
             lines += ["", header, "|---|---|---|---|"]
-            lines += [f"| `{_cell(t.id)}` | {render(STATUS_WORDS[t.status.value], language)} | "
-                      f"0 / {_points(t.max_score)} | {_cell(t.feedback)} |" for t in failing]
+            for group in group_failures(failing):  # a repeated feedback once, on the row of the tests it covers
+                tests = group.tests
+                statuses = dict.fromkeys(render(STATUS_WORDS[t.status.value], language) for t in tests)
+                lines.append(f"| {'<br>'.join(f'`{_cell(t.id)}`' for t in tests)} | {', '.join(statuses)} | "
+                             f"0 / {_points(sum(t.max_score for t in tests))} | {_cell(group.feedback)} |")
         else:
             lines.append("\n" + render(tr("Every public test of this stage passed."), language))
         lines.append("")

@@ -13,12 +13,17 @@ What a worker is promised (the *guarantees*; they decide the mode):
                         (a uid of its own that may not read them);
 ``network``             it reaches nothing: a network namespace with no interface, or seccomp
                         (no socket at all), with Landlock refusing TCP where it can;
-``grader_unreachable``  it cannot signal, trace or read the memory of the grader or another
-                        worker: a uid of its own, or Landlock (scoped signals: ABI 6) and seccomp
-                        (no ptrace; signals to itself only), every grader process non-dumpable;
-``writes_confined``     it may write only its scratch folder: a new root, or Landlock;
-``limits``              CPU seconds, memory, open files, file size, and processes: counted for its
-                        own uid or user namespace, or no new process at all (seccomp).
+``grader_unreachable``  it cannot signal, trace, read the memory of, or change the limits, scheduling or
+                        priority of the grader or another worker, nor see their command lines: a uid of
+                        its own or seccomp (no call on another process), every grader process
+                        non-dumpable, and a /proc that shows it no grader process (Landlock: its own
+                        entry only; or a /proc of its own with ``hidepid``), as the probe saw;
+``writes_confined``     it may write only its scratch folder, and nothing it makes outlives it: files
+                        (a new root, or Landlock), System V and POSIX IPC objects (an IPC namespace,
+                        seccomp, or a uid of its own whose objects go when it ends) and processes
+                        (seccomp: none; or a uid of its own whose processes are killed when it ends);
+``limits``              CPU seconds, memory, open files, file size, and processes: no new process at
+                        all (seccomp), or a limit counted for its own uid or user namespace.
 
 How (the *mechanisms*, reported too): ``namespaces``, ``new_root``, ``separate_uid``, ``landlock``,
 ``seccomp``.
@@ -70,9 +75,15 @@ class WorkerImportFailed(IsolationUnavailable):
     the grader's environment fails, never the student. A grader error, one line, no report."""
 
 
+class WorkerStarved(IsolationUnavailable):
+    """The machine's load kept a worker waiting for a CPU until its wall-clock backstop fired, before it was
+    charged its time (``grader.engine.charging``): not the student's timeout. A grader error, one line, no
+    report; a batch grades the submission again after the others (its retry queue)."""
+
+
 # The grader errors that cross from the grading session to run.grade (private/fatal.json), by name.
 GRADER_ERRORS = {"isolation_unavailable": IsolationUnavailable, "confinement_failed": ConfinementFailed,
-                 "worker_import_failed": WorkerImportFailed}
+                 "worker_import_failed": WorkerImportFailed, "worker_starved": WorkerStarved}
 
 
 def grader_error_to_json(exc: IsolationUnavailable) -> dict:
@@ -116,13 +127,16 @@ def _asked(secrets=None) -> dict:
 
 def _in_a_child(asked: dict):
     """Start the probe in a fresh ``python -I`` (never a fork of this process, which may hold threads): a
-    function that waits for its answer, the JSON text of :class:`Probed` (or raises ProbeFailed)."""
-    command = [sys.executable, "-I", str(paths.SANDBOX / "jail.py"), "--probe", json.dumps(asked)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    function that waits for its answer, the JSON text of :class:`Probed` (or raises ProbeFailed). What it
+    is asked comes in the program it reads on its standard input (``jail.probe_program``), never in its
+    command line."""
+    proc = subprocess.Popen([sys.executable, "-I", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    program = jail.probe_program(asked)
 
     def answer() -> str:
         try:
-            out, err = proc.communicate(timeout=60)
+            out, err = proc.communicate(program, timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
             out, err = proc.communicate()
@@ -184,7 +198,7 @@ def _joined(why: dict, *keys) -> str:
 def mechanisms(p: Probed) -> dict:
     """layer -> Layer for each mechanism the probe found (or why not)."""
     no_ns = "no namespaces: " + _joined(p.why, "root", "userns_uid", "userns", "probe")
-    ns = {Route.ROOT: "mount and network namespaces", Route.USERNS: "user, mount and network namespaces"}
+    ns = {Route.ROOT: "mount, network and IPC namespaces", Route.USERNS: "user, mount, network and IPC namespaces"}
     uid_via = {Route.USERNS: "a uid of its own, mapped in its user namespace"}
     return {
         "namespaces": Layer(True, ns[p.route]) if p.route.namespaces else Layer(False, no_ns),
@@ -199,6 +213,13 @@ def mechanisms(p: Probed) -> dict:
     }
 
 
+def calls_contained(p: Probed) -> bool:
+    """No call of a worker confined as ``p`` acts on a grader process (a signal, a limit, its scheduling,
+    a trace): it has a uid of its own, or seccomp refuses every such call. Else a fork server its
+    workers could have changed is not used again (``forkservers.of_this_thread``)."""
+    return p.separate_uid or bool(p.seccomp)
+
+
 def guarantees(p: Probed, own_nproc: bool, permissions: str = "") -> dict:
     """layer -> Layer for each guarantee, from what the probe found (``permissions``: the secrets the
     grader made unreadable to other users, where file permissions are what hides them)."""
@@ -211,20 +232,30 @@ def guarantees(p: Probed, own_nproc: bool, permissions: str = "") -> dict:
     net = by(("network namespace", ns), ("seccomp: no socket", sc), ("Landlock: no TCP", ll >= 4))
     out["network"] = Layer(True, net) if ns or sc else Layer(False, "no namespaces and no seccomp filter: the "
                                                                     "worker shares the grader's network")
-    signals, memory = uid or ll >= 6 or sc, uid or ll or sc
-    reach = by(("a uid of its own", uid), ("Landlock", ll), ("seccomp", sc))
-    out["grader_unreachable"] = Layer(True, reach + "; grader processes non-dumpable") if signals and memory else \
-        Layer(False, "the worker keeps the grader's uid, without Landlock or seccomp to keep it from signalling "
-                     "or tracing the grader")
-    writes = by(("new root", ns), ("Landlock", ll))
-    out["writes_confined"] = Layer(True, writes) if writes else Layer(
-        False, "no namespaces and no Landlock: the worker may write wherever its uid may (/tmp, /dev/shm)")
+    calls = by(("a uid of its own", uid), ("seccomp: no call on another process", sc))
+    unseen = "Landlock: of /proc only its own entry" if ll else "a /proc of its own (hidepid)"
+    missing = [why for why, lacking in (
+        ("the worker keeps the grader's uid, without seccomp to refuse the calls that act on another process "
+         "(kill, prlimit, setpriority, sched_setaffinity, ptrace, ...)", not calls_contained(p)),
+        ("it sees the grader's processes and their command lines in /proc (no Landlock, and no /proc of its own "
+         "that hides them)", p.sees_grader)) if lacking]
+    out["grader_unreachable"] = Layer(False, "; ".join(missing)) if missing else Layer(
+        True, f"{calls}; grader processes non-dumpable; {unseen}")
+    files, ipc = by(("new root", ns), ("Landlock", ll)), by(("IPC namespace", ns), ("seccomp", sc))
+    ipc = ipc or ("its uid's objects removed when it ends" if uid else "")
+    processes = "seccomp: none" if sc else "its uid's killed when it ends" if uid else ""
+    missing = [why for why, lacking in (
+        ("no namespaces and no Landlock: the worker may write wherever its uid may (/tmp, /dev/shm)", not files),
+        ("no IPC namespace, no seccomp and no uid of its own: its System V IPC objects may outlive it", not ipc),
+        ("no seccomp and no uid of its own: a process it starts may outlive it", not processes)) if lacking]
+    out["writes_confined"] = Layer(False, "; ".join(missing)) if missing else Layer(
+        True, f"{files}; IPC objects: {ipc}; processes: {processes}")
     base = "CPU, memory, open files, file size"
-    if own_nproc:
+    if sc:
+        out["limits"] = Layer(True, f"{base}; no new process (seccomp)")
+    elif own_nproc:
         out["limits"] = Layer(True, f"{base}, processes (counted for its own "
                                     f"{'uid' if uid else 'user namespace'})")
-    elif sc:
-        out["limits"] = Layer(True, f"{base}; no new process (seccomp)")
     else:
         out["limits"] = Layer(False, f"{base} only: no processes limit (with the grader's uid it would count "
                                      "the grader's processes)")
@@ -364,7 +395,7 @@ class Isolation:
                 if os.path.exists(h)]
         return Plan(self.route, cwd, env, self.applied_limits(), uid=self.uid,
                     landlock=found.landlock if self.confine else 0, seccomp=self.confine and bool(found.seccomp),
-                    new_processes=self.own_nproc, hide=hide,
+                    hide=hide,
                     # the worker exposes its own interpreter and sys.path (jail.exposed_paths), never the course
                     course=str(paths.ROOT), stash=stash)
 

@@ -38,9 +38,10 @@ def read(text: str, name: str = "notebook"):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
+        # i18n: {line} is a line of the notebook's file; {problem} is the JSON parser's message, in English.
         raise NotebookError(tr("{name} is not a readable Jupyter notebook: its JSON is broken at line "
-                               "{exc_lineno} ({exc_msg}); was it saved from Jupyter/Colab as .ipynb?",
-                               name=name, exc_lineno=exc.lineno, exc_msg=exc.msg)) from None
+                               "{line} ({problem}); was it saved from Jupyter/Colab as .ipynb?",
+                               name=name, line=exc.lineno, problem=exc.msg)) from None
     if not isinstance(data, dict) or "cells" not in data or "nbformat" not in data:
         raise NotebookError(tr("{name} is not a valid Jupyter notebook (no 'cells' or 'nbformat' field)", name=name))
     try:
@@ -65,8 +66,9 @@ def read(text: str, name: str = "notebook"):
                 nbformat.validate(nb)
         except Exception as exc:  # nbformat.ValidationError, or a crash on a badly shaped field
             reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-            raise NotebookError(tr("{name} is not a valid Jupyter notebook ({str_reason_splitlines_0})",
-                                   name=name, str_reason_splitlines_0=str(reason).splitlines()[0][:200])) \
+            # i18n: {problem} is the first line of the notebook validator's message, in English.
+            raise NotebookError(tr("{name} is not a valid Jupyter notebook ({problem})",
+                                   name=name, problem=str(reason).splitlines()[0][:200])) \
                 from None
     return nb
 
@@ -103,12 +105,14 @@ def cells_to_source(nb, name: str) -> str:
         source = _source(cell)
         magic = _magic_line(source)
         if magic is not None:
-            raise NotebookError(tr("{name}: cell {i_1} (tagged {join_sorted__tags_cell_k}) runs a shell command "
-                                   "or magic ({magic_40}); graded cells must be plain Python. Move it to an "
+            # i18n: {cell} counts the notebook's code cells from 1; {tags} are the cell's tags, joined by "/"; {command}
+            # is the start of the shell command or magic, quoted.
+            raise NotebookError(tr("{name}: cell {cell} (tagged {tags}) runs a shell command "
+                                   "or magic ({command}); graded cells must be plain Python. Move it to an "
                                    "untagged cell.",
-                                   name=name, i_1=i + 1,
-                                   join_sorted__tags_cell_k='/'.join(sorted(_tags(cell) & KEEP_TAGS)),
-                                   magic_40=f"{magic[:40]!r}"))
+                                   name=name, cell=i + 1,
+                                   tags='/'.join(sorted(_tags(cell) & KEEP_TAGS)),
+                                   command=f"{magic[:40]!r}"))
         kept.append(source)
     if not kept:
         raise NotebookError(tr("{name}: none of its {code_cells} code cells is tagged 'solution' or 'course', so "
@@ -125,8 +129,8 @@ def notebook_to_source(path, name: str | None = None) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise NotebookError(tr("{name} is not UTF-8 text ({exc_reason} at byte {exc_start})",
-                               name=name, exc_reason=exc.reason, exc_start=exc.start)) from None
+        raise NotebookError(tr("{name} is not UTF-8 text ({reason} at byte {byte})",
+                               name=name, reason=exc.reason, byte=exc.start)) from None
     return cells_to_source(read(text, name), name)
 
 

@@ -13,6 +13,7 @@ HIDDEN_DATA = HIDDEN_TESTS / "data"
 MUTANTS = TESTS / "mutants"
 ALTERNATIVES = TESTS / "alternatives"
 UPSTREAM = TESTS / "upstream"
+CHEATS = TESTS / "cheats"
 SANDBOX = PACKAGE / "sandbox"
 SCHEMA = Path(__file__).resolve().parent / "schema" / "report-v1.schema.json"
 

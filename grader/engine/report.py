@@ -65,6 +65,7 @@ class StageResult:
     bonus: bool = False
     message: str = ""
     earlier: list[dict] = field(default_factory=list)  # earlier.EarlierModule.to_json(), in course order
+    import_error: str = ""    # the module could not be imported: the error's first line, as Python gave it
 
     def to_json(self) -> dict:
         entry = {"id": self.id, "title": self.title, "score": self.score, "max_score": self.max_score,
@@ -75,6 +76,8 @@ class StageResult:
             entry["message"] = self.message
         if self.earlier:
             entry["earlier"] = list(self.earlier)
+        if self.import_error:
+            entry["import_error"] = self.import_error
         return entry
 
     @classmethod
@@ -184,22 +187,23 @@ def stage_results(stage, kind: str, json_tests: list, events: dict, notes: list,
     from grader.sandbox import protocol  # start-up: it imports numpy, which reading a report never needs
     tests = _test_results(stage, kind, json_tests)
     ev = events.get(stage.id, {})
-    status, message = StageStatus.GRADED, ""
+    status, message, import_error = StageStatus.GRADED, "", ""
     if ev.get("timed_out"):
         status, message = StageStatus.TIMEOUT, tr("the stage hit its {seconds} s time limit",
                                                   seconds=f"{stage.time_limit_s:.0f}")
     elif ev.get("load", {}).get("ok") is False and ev.get("crashes"):
         status = StageStatus.CRASHED
     if ev.get("load") and protocol.reply_kind(ev["load"]) is protocol.ReplyKind.LOAD_ERROR:
-        message = tr("could not import {module}: {error}", module=stage.module_file,
-                     error=f"{ev['load'].get('type')}: {ev['load'].get('message')}")
+        error = f"{ev['load'].get('type')}: {ev['load'].get('message')}"
+        message = tr("could not import {module}: {error}", module=stage.module_file, error=error)
+        import_error = error.strip().splitlines()[0] if error.strip() else "ImportError"
     notes = [*notes, *(from_json(e) for e in ev.get("events", []))]
     if notes:
         message = join([message, *notes])
     earlier = [{**e, "why": from_json(e["why"])} for e in ev.get("earlier", [])]
     return StageResult(stage.id, stage.title, exact_sum(t.score for t in tests),
                        exact_sum(t.max_score for t in tests) if partial else float(stage.points), status, tests,
-                       bonus=stage.bonus, message=message, earlier=earlier)
+                       bonus=stage.bonus, message=message, earlier=earlier, import_error=import_error)
 
 
 def _test_results(stage, kind: str, json_tests: list) -> list[TestResult]:

@@ -77,7 +77,7 @@ class Intake:
         return [n.text for n in self.errors]
 
 
-def _stage_root(root: Path) -> Path:
+def stage_root(root: Path) -> Path:
     """The folder holding the stage modules: ``root`` itself or a single nested folder."""
     if any(STAGE_FILE.match(p.name) for p in root.iterdir() if p.is_file()):
         return root
@@ -91,28 +91,29 @@ def _extract_zip(path: Path, dest: Path) -> None:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise UnreadableSubmission(tr("{path_name} is not a readable zip file ({exc})",
-                                      path_name=path.name, exc=exc)) from None
+        # i18n: {archive} is the name of the submitted .zip file; {error} is Python's message, in English.
+        raise UnreadableSubmission(tr("{archive} is not a readable zip file ({error})",
+                                      archive=path.name, error=exc)) from None
     with archive:
         infos = archive.infolist()
         if len(infos) > MAX_ZIP_ENTRIES:
-            raise UnreadableSubmission(tr("{path_name} has {len_infos} entries (limit {max_zip_entries})",
-                                          path_name=path.name, len_infos=len(infos),
-                                          max_zip_entries=MAX_ZIP_ENTRIES))
+            raise UnreadableSubmission(tr("{archive} has {entries} entries (limit {limit})",
+                                          archive=path.name, entries=len(infos),
+                                          limit=MAX_ZIP_ENTRIES))
         total = 0
         for info in infos:
             name = info.filename
             parts = Path(name).parts
             if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-                raise UnreadableSubmission(tr("{path_name} has an entry that escapes the folder: {name}",
-                                              path_name=path.name, name=f"{name!r}"))
+                raise UnreadableSubmission(tr("{archive} has an entry that escapes the folder: {name}",
+                                              archive=path.name, name=f"{name!r}"))
             if stat.S_ISLNK(info.external_attr >> 16):
-                raise UnreadableSubmission(tr("{path_name} contains a symbolic link: {name}",
-                                              path_name=path.name, name=f"{name!r}"))
+                raise UnreadableSubmission(tr("{archive} contains a symbolic link: {name}",
+                                              archive=path.name, name=f"{name!r}"))
             total += info.file_size
             if total > MAX_ZIP_BYTES:
-                raise UnreadableSubmission(tr("{path_name} unpacks to more than {max_zip_bytes_20} MB",
-                                              path_name=path.name, max_zip_bytes_20=MAX_ZIP_BYTES >> 20))
+                raise UnreadableSubmission(tr("{archive} unpacks to more than {limit} MB",
+                                              archive=path.name, limit=MAX_ZIP_BYTES >> 20))
         for info in infos:
             if info.is_dir() or not name_is_wanted(info.filename):
                 continue
@@ -123,8 +124,9 @@ def _extract_zip(path: Path, dest: Path) -> None:
                 while chunk := src.read(1 << 16):
                     copied += len(chunk)
                     if copied > MAX_FILE_BYTES:  # the header lied about the size
-                        raise UnreadableSubmission(tr("{info_filename} in {path_name} is larger than it claims",
-                                                      info_filename=info.filename, path_name=path.name))
+                        # i18n: {entry} is the name of a file inside the .zip file {archive}.
+                        raise UnreadableSubmission(tr("{entry} in {archive} is larger than it claims",
+                                                      entry=info.filename, archive=path.name))
                     out.write(chunk)
 
 
@@ -152,9 +154,9 @@ def intake(path: str, dest: str, submission_id: str | None = None) -> Intake:
         unpacked = dest_path / "_unpacked"
         unpacked.mkdir()
         _extract_zip(src, unpacked)
-        root = _stage_root(unpacked)
+        root = stage_root(unpacked)
     else:
-        root = src.parent if src.is_file() else _stage_root(src)
+        root = src.parent if src.is_file() else stage_root(src)
 
     modules = dest_path / "modules"
     modules.mkdir()
@@ -162,21 +164,21 @@ def intake(path: str, dest: str, submission_id: str | None = None) -> Intake:
     errors = [Note(file, text) for file, text in notebooks.convert(found, modules)]
     for p in sorted(root.glob("*.py")):
         if p.is_symlink() or not p.is_file():
-            errors.append(Note(p.name, tr("{p_name} is a symbolic link or not a file; ignored", p_name=p.name)))
+            errors.append(Note(p.name, tr("{file} is a symbolic link or not a file; ignored", file=p.name)))
             continue
         if p.stat().st_size > MAX_FILE_BYTES:
-            errors.append(Note(p.name, tr("{p_name} is larger than {max_file_bytes_20} MB; ignored",
-                                          p_name=p.name, max_file_bytes_20=MAX_FILE_BYTES >> 20)))
+            errors.append(Note(p.name, tr("{file} is larger than {limit} MB; ignored",
+                                          file=p.name, limit=MAX_FILE_BYTES >> 20)))
             continue
         data = p.read_bytes()
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            errors.append(Note(p.name, tr("{p_name} is not UTF-8 text ({exc_reason} at byte {exc_start}); save it "
-                                          "as UTF-8", p_name=p.name, exc_reason=exc.reason, exc_start=exc.start)))
+            errors.append(Note(p.name, tr("{file} is not UTF-8 text ({reason} at byte {byte}); save it "
+                                          "as UTF-8", file=p.name, reason=exc.reason, byte=exc.start)))
         if (modules / p.name).exists():
-            errors.append(Note(p.name, tr("{p_name} is given both as a .py file and in a notebook; the .py file is "
-                                          "graded", p_name=p.name)))
+            errors.append(Note(p.name, tr("{file} is given both as a .py file and in a notebook; the .py file is "
+                                          "graded", file=p.name)))
         (modules / p.name).write_bytes(data)
     if not any(STAGE_FILE.match(p.name) for p in modules.iterdir()):
         raise UnreadableSubmission(tr("{path} holds no stage module (a01_similarity.py … a09_retrieval.py)",

@@ -10,6 +10,7 @@ import os
 import sys
 
 from ..i18n import render, tr
+from .feedback_groups import group_failures
 from .report import Report, StageStatus, TestStatus
 
 ANSI = {"green": "32", "red": "31", "yellow": "33", "magenta": "35", "dim": "2", "bold": "1"}
@@ -18,6 +19,9 @@ STATUS_COLOUR = {"passed": "green", "failed": "red", "error": "red", "timeout": 
 # The words a student reads for the report's statuses (the report itself keeps the English values).
 STATUS_WORDS = {"passed": tr("passed"), "failed": tr("failed"), "error": tr("error"), "timeout": tr("timeout"),
                 "crashed": tr("crashed"), "missing": tr("missing"), "graded": tr("graded"), "skipped": tr("skipped")}
+# What `check` tells a student about confinement, when it was less than strict (the layers stay in the report).
+LESS_CONFINED = tr("note: this computer does not allow all of the grader's protections, so your code ran less "
+                   "confined than when your instructor grades it; your points are the same.")
 
 
 def width(text: str) -> int:
@@ -84,15 +88,24 @@ def print_report(report: dict, *, show_feedback: bool = True, file=None) -> None
         for s in rep.stages:
             if s.message:
                 say(f"{paint(s.id, 'bold')}: {s.message}")
-            for t in s.tests:
-                if t.status is not TestStatus.PASSED and s.status is not StageStatus.MISSING:
+            if s.status is StageStatus.MISSING:
+                continue
+            for group in group_failures([t for t in s.tests if t.status is not TestStatus.PASSED]):
+                for t in group.tests:
                     status = paint(pad(status_of(t.status), 7, right=True), STATUS_COLOUR[t.status.value])
-                    name = t.name.replace("\n", " / ")
-                    say(f"  {status} {t.id} — {name}")
-                    if t.feedback:
-                        say("          " + t.feedback.replace("\n", "\n          "))
+                    say(f"  {status} {t.id} — {t.name.replace(chr(10), ' / ')}")
+                if group.feedback:
+                    say("          " + group.feedback.replace("\n", "\n          "))
+                if len(group.tests) > 1:
+                    same = render(tr("(the same feedback for these {count} tests; shown for the first)",
+                                     count=len(group.tests)), language)
+                    say(paint("          " + same.replace("\n", "\n          "), "dim"))
     for e in rep.errors:
         say(f"{paint(words(tr('note:')), 'yellow')} {e}")
     iso = rep.isolation
-    if iso.get("mode") != "strict":
+    if iso.get("mode") == "strict":
+        return
+    if rep.kind == "public":  # a student: one plain line, in their language
+        say(paint(render(LESS_CONFINED, language), "dim"))
+    else:
         say(paint(f"isolation: {iso.get('note', iso.get('mode'))}", "dim"))

@@ -16,7 +16,7 @@ import numpy as np
 from grader.sandbox.protocol import ReplyKind, failure
 
 from ..i18n import join, of, tr
-from . import paths, seeds
+from . import cputime, paths, seeds
 from .errors import StudentError
 
 # The seed of the stage whose test is running: the plugin sets it before each test
@@ -75,23 +75,25 @@ def as_array(value, what: str = tr("the result")) -> np.ndarray:
     if value is None:
         raise AssertionError(tr("{what} returned None; did you forget a `return`?", what=what))
     if isinstance(value, (str, dict)):
-        raise AssertionError(tr("{what} returned a {type_value___name}, not an array",
-                                what=what, type_value___name=type(value).__name__))
+        # i18n: {type} is the name of a Python type (e.g. list, NoneType).
+        raise AssertionError(tr("{what} returned a {type}, not an array",
+                                what=what, type=type(value).__name__))
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as exc:
-        raise AssertionError(tr("{what} returned something that is not an array ({exc})", what=what, exc=exc)) from None
+        raise AssertionError(tr("{what} returned something that is not an array ({error})",
+                                what=what, error=exc)) from None
     if array.dtype.kind not in "biufc":
-        raise AssertionError(tr("{what} returned an array of {array_dtype}, not numbers",
-                                what=what, array_dtype=array.dtype))
+        raise AssertionError(tr("{what} returned an array of {dtype}, not numbers",
+                                what=what, dtype=array.dtype))
     return array
 
 
 def assert_shape(actual, shape, what: str = tr("the result")) -> np.ndarray:
     array = as_array(actual, what)
     if tuple(array.shape) != tuple(shape):
-        raise AssertionError(tr("{what} has shape {tuple_array_shape}, expected {tuple_shape}",
-                                what=what, tuple_array_shape=tuple(array.shape), tuple_shape=tuple(shape)))
+        raise AssertionError(tr("{what} has shape {shape}, expected {expected}",
+                                what=what, shape=tuple(array.shape), expected=tuple(shape)))
     return array
 
 
@@ -112,9 +114,17 @@ def assert_close(actual, expected, *, what: str = tr("the result"), atol: float 
     got_nan, want_nan = np.isnan(array), np.isnan(expected)
     if (got_nan & ~want_nan).any():
         idx = tuple(int(i) for i in np.argwhere(got_nan & ~want_nan)[0])
-        raise AssertionError(tr("{what} contains NaN at index {idx} where {fmt_expected_idx} was expected.{hint}",
-                                what=what, idx=idx, fmt_expected_idx=_fmt(expected[idx]), hint=hint))
+        raise AssertionError(tr("{what} contains NaN at index {idx} where {expected} was expected.{hint}",
+                                what=what, idx=idx, expected=_fmt(expected[idx]), hint=hint))
     same_inf = np.isinf(array) & np.isinf(expected) & (np.sign(array) == np.sign(expected))
+    other_inf = (np.isinf(array) | np.isinf(expected)) & ~same_inf & ~(got_nan | want_nan)
+    if other_inf.any():  # an infinity must match exactly: atol + rtol * |inf| would accept any value
+        idx = tuple(int(i) for i in np.argwhere(other_inf)[0])
+        raise AssertionError(tr("{what} holds {got} at index {idx} where {expected} was expected ({count} of {size} "
+                                "entries differ; an infinity must come out exactly: same sign, same "
+                                "place).{hint}",
+                                what=what, got=_fmt(array[idx]), idx=idx, expected=_fmt(expected[idx]),
+                                count=int(other_inf.sum()), size=other_inf.size, hint=hint))
     wide = array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
     a = np.where(same_inf | (got_nan & want_nan), 0.0, wide)
     e = np.where(same_inf | (got_nan & want_nan), 0.0, expected.astype(a.dtype))
@@ -126,10 +136,10 @@ def assert_close(actual, expected, *, what: str = tr("the result"), atol: float 
         idx = np.unravel_index(int(np.argmax(score)), score.shape) if score.ndim else ()
         where = tr(" at index {index}", index=tuple(int(i) for i in idx)) if idx else ""
         raise AssertionError(
-            tr("{what} is off by {fmt_err_idx}{where}: got {fmt_array_idx}, expected {fmt_expected_idx} "
-               "({int_bad_sum} of {bad_size} entries differ beyond atol={atol}, rtol={rtol}).{hint}",
-               what=what, fmt_err_idx=_fmt(err[idx]), where=where, fmt_array_idx=_fmt(array[idx]),
-               fmt_expected_idx=_fmt(expected[idx]), int_bad_sum=int(bad.sum()), bad_size=bad.size,
+            tr("{what} is off by {difference}{where}: got {got}, expected {expected} "
+               "({count} of {size} entries differ beyond atol={atol}, rtol={rtol}).{hint}",
+               what=what, difference=_fmt(err[idx]), where=where, got=_fmt(array[idx]),
+               expected=_fmt(expected[idx]), count=int(bad.sum()), size=bad.size,
                atol=f"{atol:g}", rtol=f"{rtol:g}", hint=hint))
     return array
 
@@ -141,13 +151,16 @@ def raises_student(exc_type: type = Exception, what: str = tr("the call")):
         yield
     except StudentError as exc:
         if exc.kind != "error" or exc_type.__name__ not in exc.mro_names:
-            raise AssertionError(tr("{what} should raise {exc_type___name}, but raised {exc_type_name}: "
-                                    "{exc_message}",
-                                    what=what, exc_type___name=exc_type.__name__, exc_type_name=exc.type_name,
-                                    exc_message=exc.message)) from None
+            # i18n: {expected} and {exception} are names of Python exceptions (e.g. ValueError); {message} is what the
+            # raised one says, as the student's code wrote it.
+            raise AssertionError(tr("{what} should raise {expected}, but raised {exception}: "
+                                    "{message}",
+                                    what=what, expected=exc_type.__name__, exception=exc.type_name,
+                                    message=exc.message)) from None
         return
-    raise AssertionError(tr("{what} should raise {exc_type___name}, but returned normally",
-                            what=what, exc_type___name=exc_type.__name__))
+    # i18n: {expected} is the name of a Python exception (e.g. ValueError).
+    raise AssertionError(tr("{what} should raise {expected}, but returned normally",
+                            what=what, expected=exc_type.__name__))
 
 
 def _float_array(value):
@@ -182,13 +195,19 @@ def which_mistake(actual, mistakes=(), hint: str = "", *, expected=None, match_a
     only when it is five times closer to the result than the expected value is). With
     ``finite`` a result holding NaN or inf is never taken for a mistake; without it, NaN
     matches NaN.
+
+    A mistake is named only when the evidence supports it: where its value differs from
+    ``expected`` (when given), at least one such entry must be a number the result reproduces,
+    not a NaN. A NaN appears for many reasons (an all -inf slice, an overflow), so a mistake whose
+    only difference from the right answer is where NaN falls is not told apart from another
+    one that gives the same NaN; the ``hint`` is said instead.
     """
     a = _float_array(actual)
     if a is None or (finite and not np.isfinite(a).all()):
         return hint
+    e = _float_array(expected) if expected is not None else None
     atol = match_atol
     if match_fraction:
-        e = _float_array(expected)
         if e is None or e.shape != a.shape:
             return hint
         atol += match_fraction * float(np.abs(a - e).max(initial=0.0))
@@ -199,9 +218,20 @@ def which_mistake(actual, mistakes=(), hint: str = "", *, expected=None, match_a
                     value = value()
             except Exception:  # noqa: BLE001 - a mistake that cannot be formed here is simply not this one
                 continue
-        if value is not None and matches(a, value, atol=atol, rtol=match_rtol):
+        if value is not None and matches(a, value, atol=atol, rtol=match_rtol) and _shows(value, e):
             return description
     return hint
+
+
+def _shows(value, expected) -> bool:
+    """Whether a mistake's ``value`` differs from ``expected`` somewhere other than by a NaN (so that
+    reproducing it is evidence of that mistake); True when there is nothing to compare with."""
+    v = _float_array(value)
+    if expected is None or v is None or v.shape != expected.shape:
+        return v is None or not np.isnan(v).all()
+    with np.errstate(invalid="ignore"):
+        differs = ~((v == expected) | (np.isnan(v) & np.isnan(expected)))
+    return bool((differs & ~np.isnan(v)).any())
 
 
 def assert_matches(actual, expected, *, what: str = tr("the result"), atol: float = 1e-8, rtol: float = 1e-6,
@@ -251,34 +281,77 @@ IN_PLACE_CAUSES = {
 }
 
 
-def assert_inputs_unchanged(who: str, sent: dict, changed: list) -> None:
-    """After a call of the student's code: every array, tensor and list the suite gave it must hold what it
-    held, with the same values, dtype and shape. ``sent``: ``{"args": [...], "kwargs": {...}}`` as the suite
-    sent them; ``changed``: what the worker saw change, ``[{"where": ["args", 0, ...], "name", "after"}]``
-    (grader/sandbox/runtime.py). Raises an AssertionError that names the function, the input and the
-    first difference, e.g. ``softmax changed its input x in place: x[0, 2] was ...``."""
-    for change in changed:
-        found, before = _at(sent, change.get("where") or [])
-        if not found:
-            continue
-        name = change.get("name") or tr("an argument")
-        difference, kind = _difference(before, change.get("after"))
-        if difference:
-            raise AssertionError(tr("{who} changed its input {name} in place: {difference}. {inputs_rule} "
-                                    "{in_place_causes_kind}",
-                                    who=who, name=name, difference=difference, inputs_rule=INPUTS_RULE,
-                                    in_place_causes_kind=IN_PLACE_CAUSES[kind]))
+def assert_inputs_unchanged(who: str, sent: dict, after, names: list | None = None) -> None:
+    """After a call of the student's code: every array, tensor, list and dict the suite gave it must hold
+    what it held, with the same values, dtype and shape. ``sent``: ``{"args": [...], "kwargs": {...}}``, the
+    copies the suite kept; ``after``: the same arguments as the call left them, sent back by the worker through
+    the protocol (grader/sandbox/runtime.py), compared here and nowhere else; ``names``: the parameters the
+    positional arguments fill. Raises an AssertionError that names the function, the input and the first
+    difference, e.g. ``softmax changed its input x in place: x[0, 2] was ...``."""
+    if isinstance(after, dict) and "unsendable" in after:
+        raise AssertionError(tr("{who} put something into one of its inputs that cannot be sent back ({error}). "
+                                "{inputs_rule}", who=who, error=str(after["unsendable"]), inputs_rule=INPUTS_RULE))
+    if not (isinstance(after, dict) and isinstance(after.get("args"), list) and isinstance(after.get("kwargs"), dict)
+            and len(after["args"]) == len(sent["args"]) and set(after["kwargs"]) == set(sent["kwargs"])):
+        raise AssertionError(tr("{who}: the arguments of the call did not come back from the worker as they were "
+                                "sent, so the grader cannot check that they were left unchanged (was the "
+                                "grader's worker code changed?).", who=who))
+    change = _find_change(sent["args"], after["args"], ["args"]) or _find_change(sent["kwargs"], after["kwargs"],
+                                                                                 ["kwargs"])
+    if change:
+        where, difference, kind = change
+        # i18n: {difference} says how the input changed (its own message); {inputs_rule} and {causes} are sentences.
+        raise AssertionError(tr("{who} changed its input {name} in place: {difference}. {inputs_rule} "
+                                "{causes}",
+                                who=who, name=_display(where, names or []), difference=difference,
+                                inputs_rule=INPUTS_RULE, causes=IN_PLACE_CAUSES[kind]))
 
 
-def _at(sent: dict, where: list):
-    """(found, the value at ``where``) in what the suite sent."""
-    value = sent
-    for key in where:
-        try:
-            value = value[key]
-        except (KeyError, IndexError, TypeError):
-            return False, None
-    return True, value
+def _find_change(before, after, where: list):
+    """(where, how ``after`` differs from ``before`` in words, the kind of input) of the first difference
+    inside ``before`` (arrays, tensors, lists, tuples and dicts, nested freely), or None."""
+    if isinstance(before, np.ndarray) or _is_tensor(before):
+        difference, kind = _difference(before, after)
+        return (where, difference, kind) if difference else None
+    if isinstance(before, (list, tuple)):
+        if type(after) is not type(before):
+            return where, tr("it is no longer a list") if isinstance(before, list) else tr("it is no longer a "
+                                                                                           "tuple"), "list"
+        if len(after) != len(before):
+            return where, tr("it held {before} items before the call and holds {after} after",
+                             before=len(before), after=len(after)), "list"
+        return next((c for i, (b, a) in enumerate(zip(before, after)) if (c := _find_change(b, a, [*where, i]))),
+                    None)
+    if isinstance(before, dict):
+        if not isinstance(after, dict) or set(after) != set(before):
+            return where, tr("its keys were {before} before the call and are {after} after",
+                             before=_short(sorted(before)), after=_short(
+                                 sorted(after) if isinstance(after, dict) else after)), "list"
+        return next((c for k, b in before.items() if (c := _find_change(b, after[k], [*where, k]))), None)
+    same = _plain_kind(after) == _plain_kind(before) and (after == before or (isinstance(before, float)
+                                                                             and before != before and after != after))
+    return None if same else (where, tr("it was {before} before the call and is {after} after",
+                                        before=_short(before), after=_short(after)), "list")
+
+
+def _plain_kind(value):
+    """The kind a plain value keeps across the protocol (a ``tr`` text is a str, a numpy float a float)."""
+    return next((kind for kind in (bool, int, float, complex, str) if isinstance(value, kind)), type(value))
+
+
+def _display(where: list, names: list) -> str:
+    """``["args", 0, 2]`` -> ``x[2]`` (the parameter's name); a probe's forward calls (``["kwargs", "calls", 0,
+    "args", 1]``) -> ``argument 2 of forward call 1``, ``["kwargs", "calls", 0, "kwargs", "labels"]`` ->
+    ``labels (forward call 1)``; other probe arguments -> ``state_dict['w_q.weight']``."""
+    head, key, *rest = where
+    if head == "kwargs" and key == "calls" and len(rest) >= 3 and rest[1] in ("args", "kwargs"):
+        call, kind, name, *deeper = rest
+        base = f"argument {name + 1}" if kind == "args" else str(name)
+        return base + "".join(f"[{r!r}]" for r in deeper) + (f" of forward call {call + 1}" if kind == "args"
+                                                             else f" (forward call {call + 1})")
+    named = isinstance(key, int) and key < len(names) and isinstance(names[key], str)
+    base = (names[key] if named else f"argument {key + 1}") if head == "args" else str(key)
+    return base + "".join(f"[{r!r}]" for r in rest)
 
 
 def _is_tensor(value) -> bool:
@@ -286,43 +359,29 @@ def _is_tensor(value) -> bool:
 
 
 def _difference(before, after):
-    """(how ``after`` differs from ``before`` in words, or "" if it does not; the kind of input)."""
-    if isinstance(before, np.ndarray) or _is_tensor(before):
-        kind = "tensor" if _is_tensor(before) else "array"
-        if not (isinstance(after, np.ndarray) or _is_tensor(after)):
-            return tr("it is no longer {a_tensor_if_kind_tensor}",
-                      a_tensor_if_kind_tensor='a tensor' if kind == 'tensor' else 'an array'), kind
-        if str(after.dtype) != str(before.dtype):
-            return tr("its dtype was {before_dtype} before the call and is {after_dtype} after",
-                      before_dtype=before.dtype, after_dtype=after.dtype), kind
-        b, a = np.asarray(_to_numpy(before)), np.asarray(_to_numpy(after))
-        if b.shape != a.shape:
-            return tr("its shape was {b_shape} before the call and is {a_shape} after",
-                      b_shape=b.shape, a_shape=a.shape), kind
-        with np.errstate(invalid="ignore"):
-            differs = ~((b == a) | (np.isnan(b) & np.isnan(a)) if b.dtype.kind in "fc" else (b == a))
-        if not differs.any():
-            return "", kind
-        idx = tuple(int(i) for i in np.argwhere(differs)[0])
-        at = tr("at index {list_idx} ", list_idx=list(idx)) if idx else ""
-        return (tr("{at}it held {entry_b_idx} before the call and holds {entry_a_idx} after ({int_differs_sum} "
-                   "of {differs_size} entries changed)",
-                   at=at, entry_b_idx=_entry(b[idx]), entry_a_idx=_entry(a[idx]),
-                   int_differs_sum=int(differs.sum()), differs_size=differs.size)), kind
-    if isinstance(before, list):
-        if not isinstance(after, (list, tuple)):
-            return tr("it is no longer a list"), "list"
-        if len(after) != len(before):
-            return tr("it held {len_before} items before the call and holds {len_after} after",
-                      len_before=len(before), len_after=len(after)), "list"
-        for i, (b, a) in enumerate(zip(before, after)):
-            difference, kind = _difference(b, a)
-            if difference:
-                return f"item {i}: {difference}", kind
-            if not (isinstance(b, (list, np.ndarray)) or _is_tensor(b)) and (type(b) is not type(a) or b != a):
-                return tr("item {i} was {short_b} before the call and is {short_a} after",
-                          i=i, short_b=_short(b), short_a=_short(a)), "list"
-    return "", "list"
+    """(how the array or tensor ``after`` differs from ``before`` in words, or "" if it does not; the kind)."""
+    kind = "tensor" if _is_tensor(before) else "array"
+    if not (isinstance(after, np.ndarray) or _is_tensor(after)):
+        return tr("it is no longer a tensor") if kind == "tensor" else tr("it is no longer an array"), kind
+    if str(after.dtype) != str(before.dtype):
+        return tr("its dtype was {before} before the call and is {after} after",
+                  before=before.dtype, after=after.dtype), kind
+    b, a = np.asarray(_to_numpy(before)), np.asarray(_to_numpy(after))
+    if b.shape != a.shape:
+        return tr("its shape was {before} before the call and is {after} after",
+                  before=b.shape, after=a.shape), kind
+    with np.errstate(invalid="ignore"):
+        differs = ~((b == a) | (np.isnan(b) & np.isnan(a)) if b.dtype.kind in "fc" else (b == a))
+    if not differs.any():
+        return "", kind
+    idx = tuple(int(i) for i in np.argwhere(differs)[0])
+    at = tr("at index {index} ", index=list(idx)) if idx else ""
+    # i18n: {at} is " at index (i, j)" (its own message) or empty; {before} and {after} are that entry's values; {count}
+    # of {size}: how many of the entries changed.
+    return (tr("{at}it held {before} before the call and holds {after} after ({count} "
+               "of {size} entries changed)",
+               at=at, before=_entry(b[idx]), after=_entry(a[idx]),
+               count=int(differs.sum()), size=differs.size)), kind
 
 
 def _entry(x) -> str:
@@ -372,11 +431,12 @@ def size_calls(axes) -> list:
         return ", ".join(f"{a.name}={sizes[a.name]}" for a in axes)
     small = {a.name: a.small for a in axes}
     large = {a.name: a.large for a in axes}
-    calls = [SizeCall(small, tr("on a call with {show_small}", show_small=show(small)), FIRST_CALL_CAUSE),
-             SizeCall(large, tr("on a call with {show_large}, right after one with {show_small}",
-                                show_large=show(large), show_small=show(small)), IN_A_ROW_CAUSE),
-             SizeCall(small, tr("on a call with {show_small}, right after one with {show_large}",
-                                show_small=show(small), show_large=show(large)), IN_A_ROW_CAUSE)]
+    # i18n: {small} and {large} are the sizes of a call's inputs, e.g. "n=3, d=4".
+    calls = [SizeCall(small, tr("on a call with {small}", small=show(small)), FIRST_CALL_CAUSE),
+             SizeCall(large, tr("on a call with {large}, right after one with {small}",
+                                large=show(large), small=show(small)), IN_A_ROW_CAUSE),
+             SizeCall(small, tr("on a call with {small}, right after one with {large}",
+                                small=show(small), large=show(large)), IN_A_ROW_CAUSE)]
     for a in axes:
         if a.one is not None:
             sizes = {**small, a.name: 1}
@@ -398,8 +458,9 @@ def check_sizes(axes, run, check, *, what: str, together: bool = False) -> None:
         try:
             results = run([c.sizes for c in calls])
         except StudentError as exc:
-            raise _located(exc, tr("{what}, on calls in a row with the sizes {c_sizes_for_c_in_calls}",
-                                   what=what, c_sizes_for_c_in_calls=[c.sizes for c in calls]),
+            # i18n: {sizes} lists the sizes of each call in the row, e.g. [{'n': 3}, {'n': 70}].
+            raise _located(exc, tr("{what}, on calls in a row with the sizes {sizes}",
+                                   what=what, sizes=[c.sizes for c in calls]),
                            join([IN_A_ROW_CAUSE, SIZE_ONE_CAUSE], sep=" ")) from None
     for i, c in enumerate(calls):
         try:
@@ -437,6 +498,11 @@ def in_groups(batch, key, run_group) -> list:
     return results + (run_group(group) if group else [])
 
 
+# What a value of a returned tuple is called in the feedback (a contract function returns at most a few).
+RETURNED_VALUES = (tr("the first value it returns"), tr("the second value it returns"),
+                   tr("the third value it returns"), tr("the fourth value it returns"))
+
+
 def check_function_sizes(call, reference_fn, axes, make, *, what: str, atol: float = 1e-8, rtol: float = 1e-6,
                          compare=None) -> None:
     """:func:`check_sizes` for a function the suite calls directly: ``make(sizes) -> args`` builds its
@@ -457,11 +523,11 @@ def check_function_sizes(call, reference_fn, axes, make, *, what: str, atol: flo
             compare(got, expected, args)
         elif isinstance(expected, tuple):
             if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-                raise AssertionError(tr("it returned {type_got___name}, expected {len_expected} values",
-                                        type_got___name=type(got).__name__, len_expected=len(expected)))
+                # i18n: {type} is the name of a Python type (e.g. Tensor, NoneType).
+                raise AssertionError(tr("it returned {type}, expected {count} values",
+                                        type=type(got).__name__, count=len(expected)))
             for i, (g, e) in enumerate(zip(got, expected)):
-                assert_close(g, e, what=tr("the {first_second_third_fourt} value it returns",
-                                           first_second_third_fourt=('first', 'second', 'third', 'fourth')[i]),
+                assert_close(g, e, what=RETURNED_VALUES[i],
                              atol=atol, rtol=rtol)
         else:
             assert_close(got, expected, what=tr("the result"), atol=atol, rtol=rtol)
@@ -469,12 +535,9 @@ def check_function_sizes(call, reference_fn, axes, make, *, what: str, atol: flo
     check_sizes(axes, run, check, what=what)
 
 
-def reference_time(fn, *args, repeat: int = 5) -> float:
-    """Best wall time of ``fn(*args)`` here, with BLAS on one thread like the worker.
-
-    Used by the vectorisation tests, which compare it with ``student.time_call``.
-    """
-    import time
+def reference_cpu_seconds(fn, *args, repeat: int = 1) -> float:
+    """Best CPU time of ``fn(*args)`` in this thread, with BLAS on one thread as in the worker: the same
+    clock as the worker's (CPU time, not wall time), so a busy machine moves both alike."""
     try:
         from threadpoolctl import threadpool_limits
         limit = threadpool_limits(limits=1)
@@ -483,10 +546,24 @@ def reference_time(fn, *args, repeat: int = 5) -> float:
     with limit:
         best = float("inf")
         for _ in range(repeat):
-            start = time.perf_counter()
+            start = cputime.own_cpu_seconds()
             fn(*args)
-            best = min(best, time.perf_counter() - start)
+            best = min(best, cputime.own_cpu_seconds() - start)
     return best
+
+
+def cpu_slowdown(student, name: str, reference_fn, inputs: list, check) -> tuple[float, float, float]:
+    """(the student's best CPU seconds for ``name``, the reference's, their ratio) over ``inputs`` (one
+    argument tuple per call, each fresh: a module may remember answers it gave). The student's time is read
+    from outside its worker (``student.timed``), never from the worker; ``check(value, args)`` checks each
+    timed result, so a wrong answer returned fast does not count."""
+    best_student = best_reference = float("inf")
+    for args in inputs:
+        value, seconds = student.timed(name, *args)
+        check(value, args)
+        best_student = min(best_student, seconds)
+        best_reference = min(best_reference, reference_cpu_seconds(reference_fn, *args, repeat=5))
+    return best_student, best_reference, best_student / max(best_reference, 1e-9)
 
 
 def probe_tensor(value, what: str, hint: str = "") -> np.ndarray:
@@ -502,13 +579,13 @@ def check_weights_loaded(reply: dict, kind: str, contract: str, note: str = "") 
     """Fail with the contract's names when a probe could not load the test's weights into ``kind``."""
     if reply.get("load_error"):
         raise AssertionError(tr("the contract's weights could not be loaded into your {kind}: "
-                                "{reply_load_error_400} (names and shapes of the contract: {contract})",
-                                kind=kind, reply_load_error_400=reply['load_error'][:400], contract=contract))
+                                "{error} (names and shapes of the contract: {contract})",
+                                kind=kind, error=reply['load_error'][:400], contract=contract))
     if reply.get("missing") or reply.get("unexpected"):
-        raise AssertionError(tr("your {kind} does not have the contract's parameters: missing {reply_missing_6}, "
-                                "unexpected {reply_unexpected_6} (names of the contract: {contract}{note})",
-                                kind=kind, reply_missing_6=reply['missing'][:6],
-                                reply_unexpected_6=reply['unexpected'][:6], contract=contract, note=note))
+        raise AssertionError(tr("your {kind} does not have the contract's parameters: missing {missing}, "
+                                "unexpected {unexpected} (names of the contract: {contract}{note})",
+                                kind=kind, missing=reply['missing'][:6],
+                                unexpected=reply['unexpected'][:6], contract=contract, note=note))
 
 
 def load_trained(model, state: dict, what: str):
@@ -526,11 +603,74 @@ def load_trained(model, state: dict, what: str):
                    for k in params & set(shapes) if shapes[k] != tuple(own[k].shape))
     if missing or wrong:
         raise AssertionError(tr("{what}: the trained model's state_dict does not hold the contract's parameters "
-                                "(missing {missing_6}, other shapes {wrong_3}); the grader runs the trained "
-                                "weights by these names.", what=what, missing_6=missing[:6], wrong_3=wrong[:3]))
+                                "(missing {missing}, other shapes {wrong_shapes}); the grader runs the trained "
+                                "weights by these names.", what=what, missing=missing[:6], wrong_shapes=wrong[:3]))
     model.load_state_dict({k: torch.as_tensor(as_array(state[k], k)) for k in own
                            if k in shapes and shapes[k] == tuple(own[k].shape)}, strict=False)
     return model.eval()
+
+
+def learning_parameters(model, loss, floor: float = 1e-5) -> list:
+    """The names of ``model``'s parameters that require a gradient and get one above ``floor`` (largest entry) from
+    ``loss`` (a scalar computed from ``model``): those a correct training must change. A parameter whose gradient
+    is only rounding (a key bias, which softmax ignores since it shifts every score alike) is left out: Adam may move
+    it, and need not."""
+    import torch
+    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
+    return [name for (name, _), g in zip(named, grads) if g is not None and float(g.abs().max()) > floor]
+
+
+def untrained_cause(still: list, reply: dict, otherwise: str) -> str:
+    """Why the parameters ``still`` of a training probe's model (``reply``: its ``frozen`` and ``buffers``, the names
+    of its parameters that require no gradient and of its buffers) never changed, else ``otherwise``."""
+    buffers = [name for name in still if name in set(reply.get("buffers") or [])]
+    if buffers:
+        return tr("{names} are buffers in your model (register_buffer), where the contract has parameters: make them "
+                  "nn.Parameter, so that the optimiser trains them.", names=buffers[:4])
+    frozen = [name for name in still if name in set(reply.get("frozen") or [])]
+    if frozen:
+        return tr("{names} require no gradient in your model (requires_grad_(False)), as if they were frozen: every "
+                  "parameter of the contract trains.", names=frozen[:4])
+    return otherwise
+
+
+def assert_trains_like(trained, reference, *, what: str, losses, expected_losses, start: dict, learning: list,
+                       outputs, atol: float, hint: str, unchanged_cause, mistakes: dict | None = None) -> None:
+    """A training of the student's code against the same training done by the reference, from the same start
+    (``start``: the state_dict both began with): ``trained`` is a reference module holding the student's trained
+    weights (``load_trained``), ``reference`` the reference's own result. Every parameter in ``learning``
+    (``learning_parameters``) must have changed (else ``unchanged_cause(names)`` says why they may not have); the
+    losses the training reported must match ``expected_losses``, and ``outputs(trained)`` those of ``reference`` (a
+    forward run here), to ``atol``. ``mistakes`` maps the text naming a known wrong training to a function giving its
+    (losses, trained model): a result that reproduces one is named."""
+    import torch
+    state = trained.state_dict()
+    still = [name for name in learning if torch.equal(state[name], start[name])]
+    if still:
+        raise AssertionError(tr("{what}: {count} parameters with a gradient never changed, e.g. {names}. {cause}",
+                                what=what, count=len(still), names=still[:4], cause=unchanged_cause(still)))
+    replays = {}
+
+    def replay(text):
+        if text not in replays:
+            replays[text] = mistakes[text]()
+        return replays[text]
+
+    def run(model):
+        with torch.no_grad():
+            return outputs(model)
+
+    mistakes = mistakes or {}
+    # a wrong training is named when the result is five times closer to it than to the right one (as the
+    # student's own version of the mistake may differ from the replay like two correct trainings do)
+    match = dict(match_atol=atol / 10, match_rtol=0, match_fraction=0.2, finite=True)
+    assert_matches(np.asarray(losses, dtype=float), np.asarray(expected_losses, dtype=float), atol=atol, rtol=0,
+                   what=tr("{what}: the list of losses", what=what), hint=hint, **match,
+                   mistakes={t: (lambda t=t: np.asarray(replay(t)[0], dtype=float)) for t in mistakes})
+    assert_matches(run(trained), run(reference), what=tr("{what}: the output of the trained weights", what=what),
+                   atol=atol, rtol=0, hint=hint, **match,
+                   mistakes={t: (lambda t=t: run(replay(t)[1])) for t in mistakes})
 
 
 def randomise_norms_and_biases(module, seed: int, bias_scale: float = 0.3, embedding_scale: float | None = None):

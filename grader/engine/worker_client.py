@@ -2,29 +2,33 @@
 
 A worker serves one stage of one submission. If it hangs past its time or
 dies, the current test gets ``timeout``/``crashed`` and the next request starts
-a fresh worker, until the stage's wall-clock budget is spent.
+a fresh worker, until the stage's budget is spent. Its time is charged as the
+worker's own (``charging``: its CPU time, or its wall time less its waits for a
+CPU), never the machine's load.
 """
 from __future__ import annotations
 
 import importlib.machinery
 import os
+import re
 import signal
 import struct
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from grader.sandbox import protocol
 from grader.sandbox.protocol import ReplyKind
 
 from ..i18n import tr
+from . import charging, paths, testing
 from . import isolation as iso
-from . import paths, testing
+from .cputime import process_cpu_seconds
 from .errors import ForbiddenCall, StudentError, StudentMissing, StudentTimeout, WorkerCrashed
 from .forkservers import ForkServerFailed
-from .static_check import scan
+from .static_check import imported_files, reach_arounds, scan
 
+STAGE_MODULE = re.compile(r"a\d\d_\w+")
 STARTUP_S = 60.0
 GIVE_UP_AFTER = {"crashes": 4, "timeouts": 3}  # then the stage's remaining tests fail at once
 
@@ -38,28 +42,37 @@ class StageWorker:
         self.isolation = isolation
         self.work_dir = work_dir
         self.threads = threads
-        self.deadline = time.monotonic() + budget_s
+        self.clock = charging.StageClock(budget_s)  # the stage's time, charged request by request
         self.budget_s = budget_s
         self.server = server  # grader.engine.forkservers.ForkServer of the stage's library
         self.pid = None
         self.load_reply = None
+        self._ready = False  # whether the running worker said it is confined and ready
+        self._control = None  # a worker of this stage with none of the submission's code (StageWorker.control)
         self.events: list[str] = []  # stage-level notes for the report
         self.timed_out = False
         self.crashes = 0
         self.timeouts = 0
         self._starts = 0
+        self._bound = protocol.Bound.answering()  # what the next reply may hold (protocol.Bound)
         self.static_hits = self._scan()
 
     def _scan(self) -> list:
-        path = os.path.join(self.submission_dir, self.stage.module_file)
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                return scan(f.read(), os.path.basename(path), self.stage.forbidden)
-        except OSError:
-            return []
+        """What the source of the files this stage's worker runs says, read here where nothing can rewrite
+        it: the stage's forbidden APIs (in its module and the submission's own helper modules) and ways around
+        the grader's rules (in every file it imports, earlier stages' included)."""
+        hits = []
+        files = imported_files(self.submission_dir, [self.stage.id, *self.stage.standins])
+        for name in files:
+            source = _source(os.path.join(self.submission_dir, name))
+            if name == self.stage.module_file or not STAGE_MODULE.fullmatch(name[:-3]):
+                hits += scan(source, name, self.stage.forbidden)
+            starter = paths.STARTER / name
+            hits += reach_arounds(source, name, _source(starter) if starter.is_file() else None)
+        return hits
 
     # -- life cycle ------------------------------------------------------
-    def _spawn(self):
+    def _spawn(self, load: bool = True):
         self._starts += 1
         scratch = os.path.join(self.work_dir, f"scratch{self._starts}")
         os.makedirs(scratch)
@@ -94,19 +107,24 @@ class StageWorker:
             os.close(rep_r)
             self.crashes += 1
             self.events.append(str(exc))
-            raise WorkerCrashed(tr("not run: {exc}", exc=exc)) from None
+            raise WorkerCrashed(tr("not run: {error}", error=exc)) from None
         finally:
             os.close(req_r)  # the worker's ends
             os.close(rep_w)
         self._w, self._r = req_w, rep_r
+        self._ready = False
         self._read(min(STARTUP_S, self._remaining()), tr("starting the worker"))
-        self._send({"op": "load"})
-        self.load_reply = self._read(self._remaining(), tr("importing the module"))
+        self._ready = True  # from here on the submission's code runs: an exit is its own
+        if load:
+            self._send({"op": "load"})
+            self.load_reply = self._read(self._remaining(), tr("importing the module"))
 
     def _remaining(self) -> float:
-        return self.deadline - time.monotonic()
+        return self.clock.remaining()
 
     def close(self):
+        if self._control is not None:
+            self._control.close()
         if self.pid is None:
             return
         try:
@@ -149,21 +167,36 @@ class StageWorker:
     # -- messages --------------------------------------------------------
     def _send(self, msg):
         try:
-            protocol.write_message(self._w, msg)
+            self._bound = protocol.Bound.answering(protocol.write_message(self._w, msg))
         except (BrokenPipeError, OSError):
             self._crashed(tr("while receiving its inputs"))
 
     def _read(self, timeout: float, doing: str):
+        """The worker's next message, within ``timeout`` seconds of charged time (``charging.Window``)."""
+        window = charging.Window(self.pid, max(0.0, timeout), self.threads)
         try:
-            return protocol.read_message(self._r, deadline=time.monotonic() + max(0.0, timeout))
+            try:
+                reply = protocol.read_message(self._r, bound=self._bound, wait=window.wait,
+                                              decode_s=max(1.0, timeout - window.charged))
+            finally:
+                window.measure()
+                self.clock.add(window)
+            if not isinstance(reply, dict):
+                raise protocol.ProtocolError(f"a reply that is a {type(reply).__name__}, not a dict")
+            return reply
+        except charging.Starved as exc:
+            self._kill()
+            raise iso.WorkerStarved(f"the machine's load kept the worker of {self.stage.id} waiting for a CPU "
+                                    f"while {doing}: {exc}; this is not the student's timeout: grade the "
+                                    "submission again when the machine is less busy") from None
         except TimeoutError:
             self._kill()
             self.timeouts += 1
-            if time.monotonic() >= self.deadline - 0.01:
+            if self.clock.spent():
                 self.timed_out = True
-                raise StudentTimeout(tr("the stage used up its {self_budget_s} s time limit while {doing}; look "
+                raise StudentTimeout(tr("the stage used up its {seconds} s time limit while {doing}; look "
                                         "for an infinite loop or very slow code",
-                                        self_budget_s=f"{self.budget_s:.0f}", doing=doing)) from None
+                                        seconds=f"{self.budget_s:.0f}", doing=doing)) from None
             raise StudentTimeout(tr("no answer after {timeout} s while {doing}; look for an infinite loop or "
                                     "very slow code", timeout=f"{timeout:.0f}", doing=doing)) from None
         except (EOFError, protocol.ProtocolError, struct.error) as exc:
@@ -181,15 +214,15 @@ class StageWorker:
             sig = signal.Signals(-code).name
             why = {"SIGKILL": " (memory or CPU limit?)", "SIGXCPU": " (CPU time limit)",
                    "SIGSEGV": " (a crash in native code)", "SIGXFSZ": " (wrote too large a file)"}.get(sig, "")
-            what = tr("was killed by {sig}{why}", sig=sig, why=why)
-        elif code == 97:  # never a student's fault: the grader cannot keep its promise, so it stops
+            what = tr("was killed by {signal}{why}", signal=sig, why=why)
+        elif code == 97 and not self._ready:  # confining failed, before any of the submission's code ran
             why = " ".join(err.decode(errors="replace").split())[:500]
             raise iso.ConfinementFailed(f"a worker of {self.stage.id} could not be set up and confined "
                                         f"({self.isolation.mode} isolation): {why}")
         elif code is not None:
             what = tr("exited with status {code} (did the code call sys.exit or os._exit?)", code=code)
         else:
-            what = tr("sent a malformed reply ({exc})", exc=exc)
+            what = tr("sent a malformed reply ({error})", error=exc)
         self.events.append(tr("worker {what} while {doing}", what=what, doing=doing))
         raise WorkerCrashed(tr("the process running your code {what} while {doing}", what=what, doing=doing))
 
@@ -198,15 +231,15 @@ class StageWorker:
         """The reply to loading the module, starting a worker if none runs."""
         if self._remaining() <= 0:
             self.timed_out = True
-            raise StudentTimeout(tr("the stage's {self_budget_s} s time limit was already used up",
-                                    self_budget_s=f"{self.budget_s:.0f}"))
+            raise StudentTimeout(tr("the stage's {seconds} s time limit was already used up",
+                                    seconds=f"{self.budget_s:.0f}"))
         if self.crashes >= GIVE_UP_AFTER["crashes"]:
-            raise WorkerCrashed(tr("not run: the process running your code died {self_crashes} times in this "
-                                   "stage", self_crashes=self.crashes))
+            raise WorkerCrashed(tr("not run: the process running your code died {count} times in this "
+                                   "stage", count=self.crashes))
         if self.timeouts >= GIVE_UP_AFTER["timeouts"]:
             self.timed_out = True
-            raise StudentTimeout(tr("not run: {self_timeouts} earlier calls in this stage never answered",
-                                    self_timeouts=self.timeouts))
+            raise StudentTimeout(tr("not run: {count} earlier calls in this stage never answered",
+                                    count=self.timeouts))
         if self.pid is None:
             self._spawn()
         return self.load_reply
@@ -214,27 +247,35 @@ class StageWorker:
     def request(self, msg: dict, what: str, timeout: float | None = None, who: str | None = None):
         """Send ``msg`` and return the value of the reply; the student's failures raise. ``who``: the
         function (or check) whose inputs must come back unchanged (testing.assert_inputs_unchanged)."""
+        return self.measured(msg, what, timeout, who)[0]
+
+    def measured(self, msg: dict, what: str, timeout: float | None = None, who: str | None = None):
+        """(the value of the reply, the worker's CPU seconds from sending ``msg`` to reading its reply), the
+        time read from outside the worker (:mod:`grader.engine.cputime`): nothing the worker says about
+        itself enters it."""
         load = self.loaded()
         kind = protocol.reply_kind(load)
         if kind is not None:
             if kind is ReplyKind.MISSING:
                 raise StudentMissing(load["message"])
             if kind is ReplyKind.FORBIDDEN:
-                raise ForbiddenCall(tr("importing the module failed: {load_get_message}",
-                                       load_get_message=load.get('message')))
-            self._check_import(load, tr("the import of {self_stage_id}.py", self_stage_id=self.stage.id))
+                raise ForbiddenCall(tr("importing the module failed: {message}",
+                                       message=load.get('message')))
+            self._check_import(load, tr("the import of {stage}.py", stage=self.stage.id))
             raise StudentError(load, what)
+        started = self._cpu()
         self._send(msg)
         left = min(self.stage.call_timeout_s if timeout is None else timeout, self._remaining())
         reply = self._read(left, f"running {what}")
-        forbidden = reply.get("forbidden") or self.static_hits
+        used = self._cpu() - started
+        forbidden = self.static_hits or reply.get("forbidden")
         if forbidden:
-            raise ForbiddenCall(tr("{calls} — write this part yourself", calls="; ".join(forbidden)))
+            raise ForbiddenCall(tr("{calls} — write this part yourself", calls="; ".join(map(str, forbidden))))
         if reply.get("ok"):
-            if who is not None and reply.get("changed"):
+            if who is not None:
                 testing.assert_inputs_unchanged(who, {"args": msg.get("args", []), "kwargs": msg.get("kwargs", {})},
-                                                reply["changed"])
-            return reply.get("value")
+                                                reply.get("after"), reply.get("names"))
+            return reply.get("value"), used
         kind = protocol.reply_kind(reply)
         if kind is ReplyKind.MISSING:
             raise StudentMissing(reply["message"])
@@ -243,15 +284,60 @@ class StageWorker:
         self._check_import(reply, what)
         raise StudentError(reply, what)
 
+    def _cpu(self) -> float:
+        """The worker's CPU seconds so far, read from the kernel's clock for it."""
+        try:
+            return process_cpu_seconds(self.pid)
+        except ProcessLookupError:
+            return 0.0  # it died: the read that follows says how
+
+    def control(self, msg: dict, doing: str) -> tuple:
+        """(the reply to ``msg``, the CPU seconds it took) in this stage's control worker: confined like the
+        stage's worker, started by the same server, but holding none of the submission's code, so that what it
+        answers and what it costs are the grader's own. Started at the first need, stopped with the stage.
+        It failing is the grader's trouble (a grader error), never the student's."""
+        if self._control is None or self._control.pid is None:
+            control = StageWorker(self.stage, os.path.join(self.work_dir, "control-submission"), self.isolation,
+                                  self.server, os.path.join(self.work_dir, "control"), budget_s=10 * STARTUP_S,
+                                  threads=self.threads)
+            os.makedirs(control.submission_dir, exist_ok=True)
+            os.makedirs(control.work_dir, exist_ok=True)
+            try:
+                control._spawn(load=False)
+            except (StudentTimeout, WorkerCrashed) as exc:
+                raise iso.ConfinementFailed(f"the control worker of {self.stage.id} could not start: {exc}") from None
+            self._control = control
+        started = self._control._cpu()
+        self._control._send(msg)
+        try:
+            reply = self._control._read(STARTUP_S, doing)
+        except (StudentTimeout, WorkerCrashed) as exc:
+            raise iso.ConfinementFailed(f"the control worker of {self.stage.id} failed while {doing}: {exc}") from None
+        return reply, self._control._cpu() - started
+
+    def _fails_without_the_submission(self, module: str) -> bool:
+        """Whether importing ``module`` fails in the control worker: the worker's word that an import failure
+        is the grader's is believed only then. A submission that broke the import itself, or forged the
+        reply, is the student's."""
+        return not self.control({"op": "import", "module": module}, f"importing {module}")[0].get("ok")
+
     def _check_import(self, reply: dict, what: str) -> None:
         """Raise WorkerImportFailed when ``reply`` is the grader's environment failing in the worker."""
         why = grader_import_failure(reply)
-        if why:
+        if why and self._fails_without_the_submission(reply["import"]["module"]):
             place = f" at {reply['where']}" if reply.get("where") else ""
             text = (f"the grader cannot import {reply['import']['module']} in the worker ({why}): "
                     f"{reply.get('type')}: {reply.get('message')}{place}, while {self.stage.id} ran {what}; "
                     "the worker's new root lacks part of the grader's Python environment")
             raise iso.WorkerImportFailed(" ".join(text.split())[:1500])
+
+
+def _source(path) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def grader_import_failure(reply: dict):
@@ -328,16 +414,26 @@ class StudentModule:
         return call
 
     def probe(self, name, **kwargs):
-        kind = kwargs.get("kind")
-        who = tr("your {kind_if_isinstance_kind}, in the {name} check,",
-                 kind_if_isinstance_kind=kind if isinstance(kind, str) else 'code', name=name)
-        return self._worker.request({"op": "probe", "name": name, "kwargs": kwargs}, tr("the {name} check",
-                                                                                        name=name), who=who)
+        return self.probe_cpu(name, **kwargs)[0]
 
-    def time_call(self, name, *args, repeat: int = 3, **kwargs) -> float:
-        """Best wall time (s) of ``name(*args, **kwargs)`` measured inside the worker."""
-        return self._worker.request({"op": "time_call", "name": name, "args": list(args), "kwargs": kwargs,
-                                     "repeat": repeat}, describe_call(name, args, kwargs))
+    def timed(self, name, *args, **kwargs) -> tuple:
+        """(``name(*args, **kwargs)``, the CPU seconds it took in the worker), measured from outside: the
+        worker's CPU clock over the call, less the control worker's over the same request without the call
+        (receiving the arguments, sending them back), which no code of the submission can make dearer. Send
+        fresh inputs to each timed call: a module may remember answers."""
+        msg = {"op": "call", "name": name, "args": list(args), "kwargs": kwargs}
+        value, used = self._worker.measured(msg, describe_call(name, args, kwargs), who=name)
+        _, overhead = self._worker.control({**msg, "dry": True}, "receiving and returning the arguments")
+        return value, max(0.0, used - overhead)
+
+    def probe_cpu(self, name, **kwargs) -> tuple:
+        """(the probe's reply, the worker's CPU seconds over it), measured from outside the worker."""
+        kind = kwargs.get("kind")
+        # i18n: {kind} is a class of the contract (e.g. MultiHeadAttention); {name} the name of the check.
+        who = tr("your {kind}, in the {name} check,",
+                 kind=kind if isinstance(kind, str) else 'code', name=name)
+        return self._worker.measured({"op": "probe", "name": name, "kwargs": kwargs},
+                                     tr("the {name} check", name=name), who=who)
 
     def has(self, name) -> bool:
         """Whether the module defines ``name`` (False if it could not be imported)."""

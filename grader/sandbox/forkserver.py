@@ -6,7 +6,9 @@ A fresh interpreter per worker paid numpy's import every stage, and torch,
 ``torch.broadcast_shapes``) about 3 CPU-seconds per torch stage. Instead the
 trusted grading session starts one fork server per library it needs
 (:mod:`grader.engine.forkservers`), as a **new interpreter**
-(``python -I forkserver.py FD PARENT_PID [PROBE]``): never a fork of the session,
+(``python -I - FD PARENT_PID``, :func:`command`: the few lines that import this module come on
+its standard input, so its command line, which its forks keep and any process may read in
+/proc, names no path of the course): never a fork of the session,
 so no hidden test, reference solution or fixture the session has read can be in
 a worker's memory. The server imports only this public package and the library
 it is told to serve, then waits. For each worker it forks a child that
@@ -19,15 +21,20 @@ it is told to serve, then waits. For each worker it forks a child that
    on stderr, never running unconfined;
 4. serves the stage (:func:`runtime.serve`) and exits, never returning here.
 
+Where a worker has a uid of its own but no seccomp filter (which would refuse a new process and
+System V IPC), the server, once it has reaped that worker, kills every process of its uid and
+removes the System V IPC objects it created (:func:`sweep`): nothing it started or made outlives it.
+
 Messages on a Unix stream socket pair (:func:`send_message`, :func:`receive_message`:
 a 4-byte length, then JSON; descriptors ride along), one request at a time (the
 session is single-threaded). A server starts before its grading knows which library it
-needs, so its interpreter starts beside the grading's own imports; given ``PROBE`` (the
-JSON of :func:`jail.probe_as_asked`'s request) it first runs the isolation probe, before
-any library is imported, and says what it found:
+needs, so its interpreter starts beside the grading's own imports; asked first to probe (the
+request of :func:`jail.probe_as_asked`) it runs the isolation probe, before any library is
+imported, and says what it found:
 
-  (with PROBE)                                -> {"probed": PROBED_JSON} or {"probed": null, "why": "..."}
-  {"op": "preload", "library": "numpy"}       -> {"ready": true}   (once, first)
+  {"op": "probe", "asked": ASKED}             -> {"probed": PROBED_JSON} or {"probed": null, "why": "..."}
+                                                 (optional, first)
+  {"op": "preload", "library": "numpy"}       -> {"ready": true}   (once, before any other)
   {"op": "spawn", "config": RUNTIME_CONFIG, "plan": JAIL_PLAN} + 3 descriptors -> {"pid": N}
   {"op": "run"} + 4 descriptors (spec, stdout, stderr, done)             -> {"pid": N}
   {"op": "wait", "pid": N, "timeout": S}  -> {"returncode": C or null (still running)}
@@ -46,9 +53,11 @@ so its parent can wait for it without asking the server.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
+import signal
 import socket
 import struct
 import sys
@@ -61,6 +70,8 @@ CONNECTION_ENV = "GRADER_FORKSERVER"
 MAX_FDS = 4  # descriptors riding along one message
 SESSION_NAME = "grader-session"  # a forked session's process name (``ps``, /proc/PID/comm)
 SERVER_NAME = "grader-{library}"  # a server's, once it serves a library (its workers keep it)
+EARLY_NAME = "grader-server"  # a server's before it is told its library
+IPC_RMID = 0
 
 
 def send_message(sock: socket.socket, msg: dict, fds=()) -> None:
@@ -108,6 +119,7 @@ def preload(library: str) -> None:
     if library == "torch":
         import torch  # noqa: F401
         import torch.nn.functional  # noqa: F401
+    gc.freeze()  # the forks' collections skip the libraries (and do not write to their shared pages)
 
 
 def warm_up(library: str) -> None:
@@ -116,6 +128,7 @@ def warm_up(library: str) -> None:
     if sys.platform == "linux" and library == "torch":
         import torch._dynamo  # noqa: F401  (the first torch.optim optimizer imports it)
         import torch.fx.experimental.symbolic_shapes  # noqa: F401  (torch.broadcast_shapes: sympy)
+        gc.freeze()
 
 
 class Server:
@@ -124,6 +137,7 @@ class Server:
         self.connections = [sock]  # the grading process's; a forked session adds its own
         self.warm = False
         self.finished: dict[int, int] = {}  # pid -> returncode, reaped before anyone asked
+        self.sweep_after: dict[int, int] = {}  # worker pid -> its uid, swept once it is reaped (see sweep)
 
     def serve(self) -> None:
         send_message(self.connections[0], {"ready": True})
@@ -166,6 +180,9 @@ class Server:
                 _child(req["config"], req["plan"], *fds)  # never returns
             finally:
                 os._exit(SETUP_FAILED)  # not even with a malformed request
+        plan = req.get("plan") or {}
+        if isinstance(plan.get("uid"), int) and not plan.get("seccomp"):
+            self.sweep_after[pid] = plan["uid"]
         return pid
 
     def run(self, fds: list) -> int:
@@ -191,6 +208,8 @@ class Server:
             if pid == 0:
                 return
             self.finished[pid] = os.waitstatus_to_exitcode(status)
+            if pid in self.sweep_after:
+                sweep(self.sweep_after.pop(pid))
 
     def wait(self, pid: int, timeout: float):
         """The return code of the child ``pid`` once it has exited, or None if it still runs after
@@ -199,6 +218,40 @@ class Server:
             _until_exit(pid, timeout)
         self.reap()
         return self.finished.pop(pid, None)
+
+
+def sweep(uid: int) -> None:
+    """Kill every process of ``uid`` and remove the System V IPC objects it created, as that uid, in a
+    child of this server (``kill(-1)`` reaches exactly the processes a uid may signal: its own)."""
+    from .jail import libc  # fork-safety: see preload
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresuid(uid, uid, uid)
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:  # none left
+                pass
+            remove = {"shm": lambda i: libc.shmctl(i, IPC_RMID, None), "msg": lambda i: libc.msgctl(i, IPC_RMID, None),
+                      "sem": lambda i: libc.semctl(i, 0, IPC_RMID)}
+            for kind in remove:
+                for ident in _ipc_created_by(kind, uid):
+                    remove[kind](ident)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _ipc_created_by(kind: str, uid: int) -> list:
+    """The ids of the System V IPC objects of ``kind`` (shm, msg, sem) whose creator is ``uid`` (an owner can
+    be changed, a creator cannot): /proc/sysvipc/KIND, a header line naming the columns."""
+    try:
+        with open(f"/proc/sysvipc/{kind}") as f:
+            header, *rows = [line.split() for line in f]
+    except (OSError, ValueError):
+        return []
+    ident, cuid = header.index({"shm": "shmid", "msg": "msqid", "sem": "semid"}[kind]), header.index("cuid")
+    return [int(row[ident]) for row in rows if int(row[cuid]) == uid]
 
 
 def _until_exit(pid: int, timeout: float) -> None:
@@ -243,7 +296,7 @@ def _child(config: dict, plan: dict, in_fd: int, out_fd: int, err_fd: int) -> No
         os.environ.update(plan.env)
         import tempfile
         tempfile.tempdir = None  # so TMPDIR (the scratch folder) is read again
-        sys.path[:] = [p for p in sys.path if p != _ROOT]
+        sys.path[:] = [p for p in sys.path if p != jail.ROOT]
         sys.dont_write_bytecode = True  # no __pycache__ beside the submission
         worker = runtime.Worker(config)
         worker.prepare()
@@ -310,7 +363,12 @@ def _run_child(library: str, server: int, conn_fd: int, spec_fd: int, out_fd: in
     os._exit(code)
 
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+def command(fd: int, parent: int) -> tuple[list, str]:
+    """How to start a server: (its command line, what to write on its standard input). ``FD`` is its end
+    of the socket pair, ``PARENT_PID`` the process it dies with; the program comes on standard input."""
+    from .jail import ROOT  # fork-safety: see preload (the trusted side, which calls this, has it already)
+    return ([sys.executable, "-I", "-", str(fd), str(parent)],
+            f"import sys\nsys.path.insert(0, {ROOT!r})\nfrom grader.sandbox.forkserver import main\nmain()\n")
 
 
 def probe(asked: dict) -> dict:
@@ -324,14 +382,17 @@ def probe(asked: dict) -> dict:
 
 
 def main() -> None:
+    """The server, started by :func:`command`."""
     from . import jail  # fork-safety: see preload
     fd, parent = int(sys.argv[1]), int(sys.argv[2])
     jail.die_with_parent(parent)  # and its forked sessions with it (theirs die with them)
     jail.undumpable()  # a worker that shares its uid may not read its memory
+    jail.name_process(EARLY_NAME)
     sock = socket.socket(fileno=fd)
-    if len(sys.argv) > 3:
-        send_message(sock, probe(json.loads(sys.argv[3])))
     first = receive_message(sock)
+    if first is not None and first.get("op") == "probe":
+        send_message(sock, probe(first["asked"]))
+        first = receive_message(sock)
     if first is None:  # the grading needed no worker of this server
         return
     if first.get("op") != "preload":
@@ -341,8 +402,3 @@ def main() -> None:
     preload(library)
     Server(sock, library).serve()
 
-
-if __name__ == "__main__":
-    sys.path.insert(0, _ROOT)
-    from grader.sandbox.forkserver import main as _main  # run as a script: the package, once sys.path has it
-    _main()

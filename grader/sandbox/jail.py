@@ -8,9 +8,13 @@ With namespaces (``root``: directly; ``userns``: through a user namespace,
 :func:`enter_userns`):
 
 1. the network namespace has no interface up, so every connection fails at once;
+   an IPC namespace of its own holds whatever System V or POSIX IPC object it makes,
+   and goes with it;
 2. a new, empty root file system (a tmpfs) into which only what the worker
    needs is bind-mounted read-only: the system directories (/usr, /lib, /etc,
-   /dev, /proc, ...), the Python installation, its virtual environment and every
+   /dev, ...), a /proc of its own that shows only the processes it could trace
+   (``hidepid``: none of the grader's; where it may mount one, else the host's),
+   the Python installation, its virtual environment and every
    folder on the worker's ``sys.path``, each at its real path and, through the
    symbolic links recreated inside, at every path the worker reaches it by (a
    venv that is a symlink to a shared or cached one; :func:`exposed_paths`);
@@ -25,13 +29,14 @@ With namespaces (``root``: directly; ``userns``: through a user namespace,
 Then, on every route:
 
 4. resource limits (CPU seconds, address space, open files, file size, no core
-   dumps; processes where the limit counts the worker's own alone);
+   dumps, no POSIX message queue; processes where the limit counts the worker's own alone);
 5. groups, gid and uid dropped to ``plan.uid`` (``setuid``: without namespaces;
    with none, the grader's own uid) and every capability dropped; no way back
    (no new privileges), and its memory unreadable to other processes of its uid;
 6. the scratch directory as the working directory;
-7. Landlock (:mod:`grader.sandbox.landlock`) and a seccomp filter
-   (:mod:`grader.sandbox.syscalls`), where ``plan.landlock`` and ``plan.seccomp`` say so.
+7. Landlock (:mod:`grader.sandbox.landlock`: of /proc only its own entry, so no other
+   process is seen) and a seccomp filter (:mod:`grader.sandbox.syscalls`), where
+   ``plan.landlock`` and ``plan.seccomp`` say so.
 
 Any failure raises OSError: the worker then exits with status 97 and the
 trusted side stops grading with a grader error instead of running it unconfined.
@@ -45,15 +50,10 @@ import resource
 import signal
 import sys
 
-if __package__:
-    from . import landlock, syscalls
-    from .plan import Plan, Probed, Route
-else:  # python -I jail.py --probe, in a fresh interpreter: the package from the folder holding grader/
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from grader.sandbox import landlock, syscalls
-    from grader.sandbox.plan import Plan, Probed, Route
+from . import landlock, syscalls
+from .plan import Plan, Probed, Route
 
-CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER, CLONE_NEWIPC = 0x00020000, 0x40000000, 0x10000000, 0x08000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 8192, 16384, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_STRICTATIME = 1024, 2048, 1 << 24
 
@@ -73,6 +73,7 @@ def mount(source, target, fstype, flags, data=None):
 
 SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev", "/proc"]
 MS_RDONLY, MS_REMOUNT = 1, 32
+_pinned = []  # descriptors held for the worker's life (own_proc_pinned)
 
 
 def hide(path: str) -> None:
@@ -196,7 +197,9 @@ def build_root(plan: Plan, reals: list, links: list) -> str:
     mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     exposed = []
     for path in sorted(dict.fromkeys(SYSTEM + reals), key=len):  # a folder before what it holds
-        if not any(_within(path, e) for e in exposed):
+        if path == "/proc":
+            mount_proc(new_root)
+        elif not any(_within(path, e) for e in exposed):
             expose(new_root, path)  # a SYSTEM entry may be a symlink (/bin -> usr/bin): it stays one
             exposed.append(path)
     for where, text in links:  # ``where`` has real folders only: nothing below leads outside new_root
@@ -215,6 +218,29 @@ def build_root(plan: Plan, reals: list, links: list) -> str:
     return new_root
 
 
+def mount_proc(new_root: str) -> None:
+    """A /proc of the worker's own under ``new_root``, read-only, that lists only the processes it
+    could trace (``hidepid=invisible``, Linux 5.8+, which gives each mount its own options): none
+    of the grader's, all of another uid or not dumpable. Where it may not mount one (a user
+    namespace does not own the host's processes; an older kernel refuses the option), the
+    host's, read-only; Landlock then hides the rest (:func:`grader.sandbox.landlock.own_proc`)."""
+    os.makedirs(new_root + "/proc", exist_ok=True)
+    try:
+        mount("proc", new_root + "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+    except OSError:
+        expose(new_root, "/proc")
+
+
+def own_proc_pinned() -> list:
+    """:func:`grader.sandbox.landlock.own_proc` for this process, its folder held open for the
+    worker's life: Landlock allows an inode, and procfs makes a new one for a folder whose dentry
+    the kernel has dropped (closing the descriptor would cost the worker only its own /proc)."""
+    own = landlock.own_proc(os.getpid())
+    if own:
+        _pinned.append(os.open(own[-1], os.O_PATH | os.O_DIRECTORY))
+    return own
+
+
 def limit(limits: dict) -> None:
     """The limits named in ``limits`` (a degraded worker leaves out processes and
     open files: as the grader's own user, those would count the grader's too)."""
@@ -226,6 +252,7 @@ def limit(limits: dict) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"],) * 2)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_mb"] << 20,) * 2)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # a POSIX message queue outlives its process
 
 
 def _unshare(flags: int) -> None:
@@ -241,7 +268,7 @@ def _write(path: str, text: str) -> None:
 
 
 def enter_userns(uid) -> None:
-    """New user, mount and network namespaces without CAP_SYS_ADMIN outside.
+    """New user, mount, network and IPC namespaces without CAP_SYS_ADMIN outside.
 
     With ``uid`` (the grader has CAP_SETUID/CAP_SETGID, e.g. root in a container), a helper forked
     before the unshare, still outside, maps inside 0 to our own uid (for building the root) and
@@ -250,7 +277,7 @@ def enter_userns(uid) -> None:
     """
     outer_uid, outer_gid = os.geteuid(), os.getegid()
     if uid is None:
-        _unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET)
+        _unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{outer_uid} {outer_uid} 1\n")
         _write("/proc/self/gid_map", f"{outer_gid} {outer_gid} 1\n")
@@ -274,7 +301,7 @@ def enter_userns(uid) -> None:
     os.close(go_r)
     os.close(why_w)
     try:
-        _unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET)
+        _unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
         os.write(go_w, b"1")
     finally:
         os.close(go_w)
@@ -361,7 +388,7 @@ def confine(plan: Plan) -> None:
         limit(plan.limits)
         become(uid, gid)
     elif route is Route.ROOT:
-        _unshare(CLONE_NEWNS | CLONE_NEWNET)
+        _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
         mount(None, "/", None, MS_REC | MS_PRIVATE)
         os.chroot(build_root(plan, reals, links))
         limit(plan.limits)
@@ -375,9 +402,10 @@ def confine(plan: Plan) -> None:
     undumpable()
     os.chdir(plan.cwd)
     if plan.landlock:
-        landlock.restrict(SYSTEM + reals, [plan.cwd], plan.hide, plan.course, plan.landlock)
+        readable = [p for p in SYSTEM if p != "/proc"] + own_proc_pinned() + reals
+        landlock.restrict(readable, [plan.cwd], plan.hide, plan.course, plan.landlock)
     if plan.seccomp:
-        syscalls.install(shared_uid=plan.uid is None, new_processes=plan.new_processes)
+        syscalls.install()
 
 
 def _attempt(plan: Plan, then=None):
@@ -416,16 +444,18 @@ def _nproc_counts_this_namespace() -> None:
     os.waitpid(pid, 0)
 
 
-def _usable(needed, secrets) -> list:
+def _usable(needed, secrets) -> dict:
     """In a confined child: raise unless every path ``needed`` (what the worker imports from, named
     before confinement) can be read (a uid of its own may not read a Python installation under
-    /root); the ``secrets`` it can read."""
+    /root); the ``secrets`` it can read, and whether it sees the command line of its parent (a
+    grader process, as a worker's is)."""
     for path in needed:
         if os.path.isdir(path):
             os.listdir(path)
         else:
             os.close(os.open(path, os.O_RDONLY))
-    return [path for path in secrets if _can_read(path)]
+    return {"readable": [path for path in secrets if _can_read(path)],
+            "sees_grader": _can_read(f"/proc/{os.getppid()}/cmdline")}
 
 
 def _can_read(path: str, files: int = 50) -> bool:
@@ -475,7 +505,7 @@ def probe(uid: int, secrets=(), course=None) -> Probed:
         version = 0 if landlock_why else version
     seccomp, seccomp_why = syscalls.version()
     if seccomp:
-        seccomp_why = _mechanism(lambda: syscalls.install(shared_uid=True, new_processes=False))
+        seccomp_why = _mechanism(syscalls.install)
         seccomp = "" if seccomp_why else seccomp
     whys, needed = {}, None
     try:
@@ -486,20 +516,20 @@ def probe(uid: int, secrets=(), course=None) -> Probed:
                         uid=uid if with_uid else None, landlock=version, seccomp=bool(seccomp),
                         hide=list(secrets), course=course, stash=os.path.join(tmp, f"stash{n}"))
             needed = needed or exposed_paths(plan)[0]
-            readable = None
+            seen = None
             try:
                 if with_uid:
                     os.chown(cwd, uid, uid)
-                readable, whys[name] = _attempt(plan, then=lambda needed=needed: _usable(needed, secrets))
+                seen, whys[name] = _attempt(plan, then=lambda needed=needed: _usable(needed, secrets))
             except OSError as exc:
                 whys[name] = f"{exc.strerror or exc}"
             if whys[name] is None:
                 del whys[name]
                 found = Probed(route, with_uid, whys, landlock=version, landlock_why=landlock_why, seccomp=seccomp,
-                               seccomp_why=seccomp_why, readable=readable)
-                if route is Route.USERNS and not with_uid:
-                    os.makedirs(cwd + "-nproc")
-                    plan.cwd = cwd + "-nproc"
+                               seccomp_why=seccomp_why, readable=seen["readable"], sees_grader=seen["sees_grader"])
+                if route is Route.USERNS and not with_uid:  # (seccomp would refuse the fork: what counts where it
+                    os.makedirs(cwd + "-nproc")                # cannot be had is what the limit counts)
+                    plan.cwd, plan.seccomp = cwd + "-nproc", False
                     found.nproc_in_userns = _attempt(plan, then=_nproc_counts_this_namespace)[1] is None
                 return found
         raise OSError("no route confined a child: " + "; ".join(f"{k}: {v}" for k, v in whys.items()))
@@ -509,10 +539,17 @@ def probe(uid: int, secrets=(), course=None) -> Probed:
 
 def probe_as_asked(asked: dict) -> Probed:
     """:func:`probe` as the trusted side asks for it (``grader.engine.isolation``): ``{"uid": UID,
-    "secrets": [PATH, ...], "course": PATH}``, in a fresh interpreter (``python -I jail.py --probe
-    ASKED``) or in a fork server before it imports its library (``forkserver.probe``)."""
+    "secrets": [PATH, ...], "course": PATH}``, in a fresh interpreter (:func:`probe_program`) or in a
+    fork server before it imports its library (``forkserver.probe``)."""
     return probe(asked["uid"], asked.get("secrets", ()), asked.get("course"))
 
 
-if __name__ == "__main__":  # python -I jail.py --probe '{"uid":..}': the trusted side's probe (grader.engine.isolation)
-    print(probe_as_asked(json.loads(sys.argv[2])).to_json())
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the folder holding grader/
+
+
+def probe_program(asked: dict, root: str = ROOT) -> str:
+    """A program that prints :func:`probe_as_asked`'s answer to ``asked`` as JSON, for ``python -I -`` to
+    read on its standard input: neither the request (the secrets' paths) nor the course folder (``root``,
+    which holds grader/) is in that process's command line, which any process may read in /proc."""
+    return (f"import json, sys\nsys.path.insert(0, {root!r})\nfrom grader.sandbox.jail import probe_as_asked\n"
+            f"print(probe_as_asked(json.loads({json.dumps(asked)!r})).to_json())\n")

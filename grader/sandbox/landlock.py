@@ -5,7 +5,8 @@ namespaces, and it works under Docker's default seccomp profile (which lists its
 three calls since Docker 23). :func:`restrict` allows, beneath each folder:
 
 * read and execute: the system folders and the Python installation the worker imports
-  from (:func:`grader.sandbox.jail.exposed_paths`);
+  from (:func:`grader.sandbox.jail.exposed_paths`); of ``/proc``, only what describes the
+  machine and the worker's own entry (:func:`own_proc`), so no other process is seen;
 * everything: the scratch folder; write: ``/dev/null``;
 
 and nothing else: not the course (solutions, hidden tests, .git, stand-ins), not the
@@ -70,16 +71,42 @@ def beneath_except(path: str, avoid) -> tuple[list, list]:
     return paths, folders
 
 
+def own_proc(pid: int, proc: str = "/proc") -> list:
+    """What of ``proc`` a worker may read: its entries that are not processes (cpuinfo, meminfo, sys,
+    ...) and the folder of process ``pid``, the worker's own (``/proc/self`` leads there); no other
+    process's command line, status or folder. Symbolic links are left out (Landlock checks what
+    they lead to). Nothing where there is no ``proc``."""
+    if not os.path.isdir(f"{proc}/{pid}"):
+        return []
+    with os.scandir(proc) as entries:
+        return [e.path for e in entries if not e.name.isdigit() and not e.is_symlink()] + [f"{proc}/{pid}"]
+
+
+def _covered(path: str, others: set, avoid) -> bool:
+    """Whether another of ``others`` holds ``path`` with nothing of ``avoid`` between the two: the rules of
+    that tree (everything beneath it but what is avoided) already give ``path`` the same rights. Only the
+    nearest such folder is asked: what is avoided between it and ``path`` is between any higher one too."""
+    child, parent = path, os.path.dirname(path)
+    while parent != child:
+        if parent in others:
+            return not any(_within(path, a) and _within(a, parent) for a in avoid)
+        child, parent = parent, os.path.dirname(parent)
+    return False
+
+
 def rules(readable, writable, hide, course=None) -> list:
     """``(path, rights)`` for :func:`restrict`: ``readable`` folders and files read-only and
     ``writable`` ones fully, less ``hide`` (never, even inside them) and ``course`` (left out of
-    what contains it; a folder the worker needs inside it, such as its venv, stays allowed)."""
+    what contains it; a folder the worker needs inside it, such as its venv, stays allowed).
+    One rule per tree: a path inside another of the same rights (site-packages inside the venv)
+    gets none of its own, so a folder split around a secret is split once."""
     hide = [os.path.realpath(h) for h in hide]
     avoid = hide + ([os.path.realpath(course)] if course else [])
     out = []
     for paths, rights in ((readable, READ), (writable, None)):
-        for path in dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p)):
-            if any(_within(path, h) for h in hide):
+        real = dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p))
+        for path in real:
+            if any(_within(path, h) for h in hide) or _covered(path, real.keys(), avoid):
                 continue
             allowed, listed = beneath_except(path, avoid)
             out += [(p, rights) for p in allowed] + [(p, ("READ_DIR",)) for p in listed]

@@ -1,13 +1,13 @@
 """How a worker is confined: the trusted side's plan for one worker, and what the probe found.
 
 Both cross a process boundary as JSON (the fork server's ``spawn`` message carries a
-:class:`Plan`; ``python -I jail.py --probe`` prints a :class:`Probed`), so the format is
+:class:`Plan`; a fresh interpreter running ``jail.probe_program`` prints a :class:`Probed`), so the format is
 stated here once and both directions are mirrored by ``to_json``/``from_json``.
 
 A worker leaves the grader's reach along a :class:`Route`, the strongest the machine
 allows, and then adds every other mechanism it has, each on its own:
 
-``Route``     ``root``   new mount and network namespaces directly (CAP_SYS_ADMIN), a new
+``Route``     ``root``   new mount, network and IPC namespaces directly (CAP_SYS_ADMIN), a new
                          root, then a uid of its own;
               ``userns`` the same through a user namespace (root without CAP_SYS_ADMIN, or
                          any user where the kernel allows it), with a uid of its own where
@@ -15,13 +15,13 @@ allows, and then adds every other mechanism it has, each on its own:
               ``setuid`` no namespaces, but a uid of its own (CAP_SETUID: root in a
                          default Docker container, under its seccomp profile);
               ``none``   no namespaces, the grader's own uid (capabilities dropped).
-``landlock``  a filesystem allow-list (only the Python installation, the system folders
-              and the scratch folder), TCP refused (ABI 4), signals and abstract unix
-              sockets kept inside the worker's own domain (ABI 6); the Landlock ABI used.
-``seccomp``   a syscall filter (libseccomp): no socket, no ptrace or reading another
-              process's memory, no namespaces, mounts, keyrings, BPF or io_uring; signals
-              only to itself where it shares the grader's uid; no new process where a
-              processes limit could not count the worker's own alone.
+``landlock``  a filesystem allow-list (only the Python installation, the system folders,
+              its own entry of /proc and the scratch folder), TCP refused (ABI 4), signals
+              and abstract unix sockets kept inside the worker's own domain (ABI 6); the
+              Landlock ABI used.
+``seccomp``   a syscall filter (libseccomp): no socket, no new process, no System V or
+              POSIX IPC, no call that acts on another process (signals, limits,
+              scheduling, tracing, memory), no namespaces, mounts, keyrings, BPF or io_uring.
 """
 from __future__ import annotations
 
@@ -51,7 +51,6 @@ class Plan:
     uid: int | None = None        # a uid of its own (None: the grader's)
     landlock: int = 0             # the Landlock ABI to restrict with (0: none)
     seccomp: bool = False
-    new_processes: bool = True    # False: seccomp refuses fork (no processes limit counts only the worker)
     hide: list = field(default_factory=list)    # never reachable, even inside what is exposed
     course: str | None = None     # the course folder: not exposed, but a venv inside it may be
     stash: str | None = None      # where a new root is built (namespaces only)
@@ -77,6 +76,7 @@ class Probed:
     seccomp: str = ""                         # libseccomp's version where a filter loaded ("": none)
     seccomp_why: str = ""
     readable: list = field(default_factory=list)  # secrets a child confined this way could still read
+    sees_grader: bool = True                  # that child could read its parent's command line in /proc
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "route": self.route.value})

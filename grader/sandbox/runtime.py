@@ -8,11 +8,17 @@ on stdout/stderr is captured and capped; it never reaches the protocol pipe.
 Requests (dicts):
   {"op": "load"}                          import the stage module (after stand-ins and guards)
   {"op": "call", "name", "args", "kwargs"}   call a module attribute
+  {"op": "call", ..., "dry": True}       everything a call does but the call itself (in the control worker,
+                                         which holds no submission: the baseline of a call's CPU time)
   {"op": "probe", "name", "kwargs"}      run probes/<stage>.py::<name>(module, **kwargs)
-  {"op": "time_call", "name", "args", "kwargs", "repeat"}   best wall time of a call, seconds
-Replies: {"ok": True, "value": ..., "forbidden": [...]} or a ``protocol.failure`` whose kind is a
-         ``protocol.ReplyKind``; a failure that is an ImportError also carries "import"
-         (:meth:`Worker._import_failure`)
+  {"op": "import", "module"}             import a module (in a control worker, with no submission loaded)
+Replies: {"ok": True, "value": ..., "after": {"args", "kwargs"}, "names": [...], "forbidden": [...]} or a
+         ``protocol.failure`` whose kind is a ``protocol.ReplyKind``; a failure that is an ImportError also
+         carries "import" (:meth:`Worker._import_failure`). ``after`` holds the arguments as they are after
+         the call, sent back through the same encoder as the value: the trusted side compares them with what
+         it sent (nothing here judges them); ``names``: the parameters the positional arguments fill.
+Nothing in a reply is believed about how the code ran: times are read from outside (the worker's CPU clock),
+and what was forbidden is also read from the source (docs/TRUST.md).
 """
 from __future__ import annotations
 
@@ -24,11 +30,8 @@ import io
 import os
 import re
 import sys
-import time
 import traceback
 import types
-
-import numpy as np
 
 from . import forbid, protocol
 from .forbid import ForbiddenCall
@@ -166,7 +169,7 @@ class Worker:
 
     def load(self):
         sys.path.insert(0, self.student_dir)
-        self.guard = forbid.install(self.student_dir, self.forbidden)
+        self.guard = forbid.install(self.student_dir, self.forbidden, course_dirs=[self.starter_dir or _SANDBOX])
         path = os.path.join(self.student_dir, f"{self.stage}.py")
         if not os.path.exists(path):
             return failure(ReplyKind.MISSING, f"{self.stage}.py is not in the submission")
@@ -202,33 +205,32 @@ class Worker:
         op = req.get("op")
         if op == "load":
             return self.load()
-        if op in ("call", "time_call"):
+        if op == "call" and req.get("dry"):  # in the control worker, which holds no submission
+            return self._run_returning_arguments(lambda: None, req.get("args", []), req.get("kwargs", {}), [])
+        if op == "call":
             fn = self._target(req["name"])
             if fn is None:
                 return failure(ReplyKind.MISSING, f"{self.stage}.{req['name']} is not defined")
             args, kwargs = req.get("args", []), req.get("kwargs", {})
-            if op == "call":
-                return self._run_watching(lambda: fn(*args, **kwargs), args, kwargs, _parameter_names(fn, args))
-            return self._run(lambda: _best_time(fn, args, kwargs, req.get("repeat", 3)))
+            return self._run_returning_arguments(lambda: fn(*args, **kwargs), args, kwargs,
+                                                 _parameter_names(fn, args))
+        if op == "import":  # a control worker, which holds none of the submission's code
+            return self._run(lambda: importlib.import_module(req["module"]) and None)
         if op == "probe":
             probe = getattr(self.probes, req["name"], None) if self.probes else None
             if probe is None:
                 return failure(ReplyKind.GRADER, f"no probe {req['name']!r} for {self.stage}")
             kwargs = req.get("kwargs", {})
-            return self._run_watching(lambda: probe(self.module, **kwargs), [], kwargs, [])
+            return self._run_returning_arguments(lambda: probe(self.module, **kwargs), [], kwargs, [])
         return failure(ReplyKind.GRADER, f"unknown op {op!r}")
 
-    def _run_watching(self, thunk, args: list, kwargs: dict, names: list) -> dict:
-        """``_run``, and what the call changed of the arrays, tensors and lists it was given: the reply's
-        ``changed`` lists each ``{"where": ["args", i, ...] or ["kwargs", name, ...], "name", "after"}``
-        (the trusted side compares ``after`` with what it sent: ``testing.assert_inputs_unchanged``)."""
-        before = _snapshot([args, kwargs])
+    def _run_returning_arguments(self, thunk, args: list, kwargs: dict, names: list) -> dict:
+        """``_run``, with the arguments as the call left them (``after``), for the trusted side to compare
+        with what it sent (``testing.assert_inputs_unchanged``)."""
         reply = self._run(thunk)
         if reply["ok"]:
-            changed = _changes(before[0], args, ["args"]) + _changes(before[1], kwargs, ["kwargs"])
-            if changed:
-                reply["changed"] = [{"where": where, "name": _display(where, names), "after": after}
-                                    for where, after in changed]
+            reply["after"] = {"args": args, "kwargs": kwargs}
+            reply["names"] = names
         return reply
 
     def _run(self, thunk) -> dict:
@@ -280,50 +282,6 @@ class Worker:
                 "student_module": student, "by": by, "found_here": found_here}
 
 
-def _snapshot(value):
-    """A copy of every array, tensor and list in ``value`` (nested in lists, tuples and dicts)."""
-    torch = sys.modules.get("torch")
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if torch is not None and isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_snapshot(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _snapshot(v) for k, v in value.items()}
-    return value
-
-
-def _same(a, b) -> bool:
-    """Whether two arrays or tensors hold the same values (NaN equal to NaN), dtype and shape."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(a, torch.Tensor):
-        if not isinstance(b, torch.Tensor) or a.dtype != b.dtype or a.shape != b.shape:
-            return False
-        b = b.detach()
-        return bool(torch.equal(a, b) or (a.is_floating_point() and ((a == b) | (a.isnan() & b.isnan())).all()))
-    return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
-            and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
-
-
-def _changes(before, after, where: list) -> list:
-    """[(where, its value now)] of every array, tensor or list of ``before`` that ``after`` no longer matches
-    (a list whose length or plain items changed is reported whole; its arrays and tensors one by one)."""
-    torch = sys.modules.get("torch")
-    if isinstance(before, np.ndarray) or (torch is not None and isinstance(before, torch.Tensor)):
-        return [] if _same(before, after) else [(where, _snapshot(after))]
-    if isinstance(before, (list, tuple)):
-        plain = lambda v: not isinstance(v, (list, tuple, dict, np.ndarray)) and not (  # noqa: E731
-            torch is not None and isinstance(v, torch.Tensor))
-        if isinstance(before, list) and (not isinstance(after, list) or len(after) != len(before) or any(
-                plain(b) and (type(b) is not type(a) or b != a) for b, a in zip(before, after))):
-            return [(where, _snapshot(after) if isinstance(after, (list, tuple)) else None)]
-        return [c for i, (b, a) in enumerate(zip(before, after)) for c in _changes(b, a, [*where, i])]
-    if isinstance(before, dict) and isinstance(after, dict):
-        return [c for k, b in before.items() if k in after for c in _changes(b, after[k], [*where, k])]
-    return []
-
-
 def _parameter_names(fn, args: list) -> list:
     """The names of the parameters that ``args`` fill (by position), where the signature says."""
     try:
@@ -331,20 +289,6 @@ def _parameter_names(fn, args: list) -> list:
     except (TypeError, ValueError):
         return []
     return list(bound.arguments)[:len(args)]
-
-
-def _display(where: list, names: list) -> str:
-    """``["args", 0, 2]`` -> ``x[2]`` (the parameter's name); a probe's forward calls (``["kwargs", "calls", 0,
-    "args", 1]``) -> ``argument 2 of forward call 1``, ``["kwargs", "calls", 0, "kwargs", "labels"]`` ->
-    ``labels (forward call 1)``; other probe arguments -> ``state_dict['w_q.weight']``."""
-    head, key, *rest = where
-    if head == "kwargs" and key == "calls" and len(rest) >= 3 and rest[1] in ("args", "kwargs"):
-        call, kind, name, *deeper = rest
-        base = f"argument {name + 1}" if kind == "args" else str(name)
-        return base + "".join(f"[{r!r}]" for r in deeper) + (f" of forward call {call + 1}" if kind == "args"
-                                                             else f" (forward call {call + 1})")
-    base = (names[key] if key < len(names) else f"argument {key + 1}") if head == "args" else str(key)
-    return base + "".join(f"[{r!r}]" for r in rest)
 
 
 def _course_provided(starter_text: str) -> list:
@@ -390,20 +334,23 @@ def _optional_module(name: str):
         return None
 
 
-def _best_time(fn, args, kwargs, repeat):
-    best = float("inf")
-    for _ in range(max(1, int(repeat))):
-        start = time.perf_counter()
-        fn(*args, **kwargs)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def _safe_str(exc) -> str:
     try:
         return str(exc)
     except BaseException:  # noqa: BLE001 - a hostile __str__
         return type(exc).__name__
+
+
+def _unsendable(reply: dict, exc: Exception) -> dict:
+    """The reply when it cannot be encoded: the value is not an array, tensor, number ... (the student's
+    failure), or an argument now holds something that cannot be sent (then the value goes back, and the
+    trusted side says which argument changed)."""
+    try:
+        protocol.encode(reply["value"])
+    except (TypeError, ValueError):
+        return failure(ReplyKind.BAD_RETURN, f"the value returned cannot be checked: {exc}", type=type(exc).__name__,
+                       forbidden=reply["forbidden"], output=reply["output"])
+    return {**reply, "after": {"unsendable": f"{type(exc).__name__}: {exc}"[:300]}}
 
 
 def serve(worker: Worker, in_fd: int, out_fd: int, config: dict) -> None:
@@ -435,6 +382,4 @@ def serve(worker: Worker, in_fd: int, out_fd: int, config: dict) -> None:
         try:
             protocol.write_message(out_fd, reply)
         except (TypeError, ValueError) as exc:
-            protocol.write_message(out_fd, failure(
-                ReplyKind.BAD_RETURN, f"the value returned cannot be checked: {exc}", type=type(exc).__name__,
-                forbidden=reply["forbidden"], output=reply["output"]))
+            protocol.write_message(out_fd, _unsendable(reply, exc))

@@ -2,19 +2,23 @@
 
 A filter needs no privilege (only ``PR_SET_NO_NEW_PRIVS``, which the worker sets) and
 works inside Docker's default seccomp profile, which stacks with it. Everything is
-allowed but (each refused with EPERM):
+allowed but (each refused with EPERM), on every route:
 
 * ``socket`` of any family (``socketpair`` stays): no network, no unix socket either;
-* reading or writing another process (``ptrace``, ``process_vm_readv``/``writev``,
-  ``pidfd_getfd``) and what could reach beyond the worker: namespaces, mounts,
-  keyrings, BPF, perf events, userfaultfd, io_uring, file handles, modules;
-* ``clone`` with any namespace flag; ``clone3`` answers ENOSYS (as in Docker's profile),
-  so that glibc falls back to ``clone``, whose flags a filter can read;
-* where the worker keeps the grader's uid (``shared_uid``): signals to any process but
-  itself (``kill``, ``tgkill``, ``rt_sigqueueinfo`` to another pid; ``tkill``,
-  ``pidfd_send_signal``);
-* where no processes limit can count the worker's processes alone (``new_processes``
-  False): ``fork``, ``vfork`` and ``clone`` without ``CLONE_THREAD`` (threads stay).
+* a new process: ``fork``, ``vfork`` and ``clone`` without ``CLONE_THREAD`` (threads stay);
+  ``clone3`` answers ENOSYS (as in Docker's profile), so that glibc falls back to ``clone``,
+  whose flags a filter can read. Nothing can leave the worker's process group, and the
+  CPU clock of the worker's pid (``grader.engine.cputime``) holds all it does;
+* whatever outlives the process: System V shared memory, semaphores and message queues,
+  POSIX message queues;
+* any call that acts on another process, whoever owns it: signals (``kill``, ``tgkill``,
+  ``rt_sigqueueinfo`` to another pid; ``tkill``, pidfds), ``SIGIO`` aimed at another pid
+  (``F_SETOWN``, ``FIOSETOWN``), its limits (``prlimit64``), its scheduling, CPUs, nice
+  value and I/O priority (``sched_set*``, ``setpriority``, ``ioprio_set``), its memory
+  (``ptrace``, ``process_vm_readv``/``writev``, ``process_madvise``, ``migrate_pages``,
+  ``move_pages``, ``get_robust_list``, ``kcmp``); on itself (pid 0) they stay;
+* what could reach beyond the worker: namespaces, mounts, keyrings, BPF, perf events,
+  userfaultfd, io_uring, file handles, modules.
 
 Built with libseccomp through pyseccomp (ctypes bindings with the API of libseccomp's
 own Python module, which is not on PyPI); the library is loaded before the worker is
@@ -26,13 +30,24 @@ import ctypes
 import errno
 import os
 
-DENIED = ("socket", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+DENIED = ("socket", "fork", "vfork",
+          "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "process_mrelease", "kcmp",
+          "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "tkill",
+          "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semtimedop", "semctl",
+          "msgget", "msgsnd", "msgrcv", "msgctl", "ipc",
+          "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
           "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
           "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
           "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
           "io_uring_setup", "io_uring_enter", "io_uring_register",
           "open_by_handle_at", "name_to_handle_at", "kexec_load", "kexec_file_load",
           "init_module", "finit_module", "delete_module", "swapon", "swapoff", "reboot", "acct", "quotactl")
+ON_ITSELF = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr",
+             "migrate_pages", "move_pages", "get_robust_list")  # the first argument a pid: 0 (itself) only
+TO_ITSELF = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # the first argument its own pid only
+WHO_ITSELF = {"setpriority": 0, "ioprio_set": 1}  # (which, who): PRIO_PROCESS / IOPRIO_WHO_PROCESS, who 0 only
+F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP = 8, 15, 0x8901, 0x8902
+INT = 0xFFFFFFFF  # a command is an int: the kernel reads the low 32 bits of the register, a filter all 64
 CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)  # NS CGROUP UTS
 CLONE_THREAD = 0x00010000                                                           # IPC USER PID NET
 NO_SUCH_CALL = -1  # libseccomp's __NR_SCMP_ERROR
@@ -54,25 +69,33 @@ def version() -> tuple[str, str]:
     return f"{v.major}.{v.minor}.{v.micro}", ""
 
 
-def install(shared_uid: bool, new_processes: bool) -> None:
-    """Load the filter into this process (and what it starts). Raises OSError if refused."""
+def install() -> None:
+    """Load the filter into this process (and its threads). Raises OSError if refused.
+
+    libseccomp allows one comparison per argument in a rule, so "any pid but 0" is a rule of its
+    own: ``arg != 0``; a call on itself by its own pid (rather than 0) is refused too. Every
+    comparison that allows compares all 64 bits (a pid with high bits set is not 0 to the filter,
+    and is refused), and every one that refuses a command masks it to the 32 bits the kernel reads."""
     import pyseccomp as sc
     pid, deny = os.getpid(), sc.ERRNO(errno.EPERM)
     f = sc.SyscallFilter(sc.ALLOW)
     for name in DENIED:
         _rule(f, deny, name)
     _rule(f, sc.ERRNO(errno.ENOSYS), "clone3")
+    _rule(f, deny, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
     for flag in CLONE_NEW:
         _rule(f, deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
-    if shared_uid:
-        for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
-            _rule(f, deny, name, sc.Arg(0, sc.NE, pid))
-        _rule(f, deny, "tkill")
-        _rule(f, deny, "pidfd_send_signal")
-    if not new_processes:
-        _rule(f, deny, "fork")
-        _rule(f, deny, "vfork")
-        _rule(f, deny, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
+    for name in ON_ITSELF:
+        _rule(f, deny, name, sc.Arg(0, sc.NE, 0))
+    for name in TO_ITSELF:
+        _rule(f, deny, name, sc.Arg(0, sc.NE, pid))
+    for name, which in WHO_ITSELF.items():
+        _rule(f, deny, name, sc.Arg(0, sc.NE, which))
+        _rule(f, deny, name, sc.Arg(1, sc.NE, 0))
+    _rule(f, deny, "fcntl", sc.Arg(1, sc.MASKED_EQ, INT, F_SETOWN), sc.Arg(2, sc.NE, pid))
+    _rule(f, deny, "fcntl", sc.Arg(1, sc.MASKED_EQ, INT, F_SETOWN_EX))
+    for request in (FIOSETOWN, SIOCSPGRP):
+        _rule(f, deny, "ioctl", sc.Arg(1, sc.MASKED_EQ, INT, request))
     f.load()
 
 

@@ -48,3 +48,10 @@ def state(model):
     """The model's state_dict (parameters and buffers) as data: what a training probe returns, so
     that the trusted side runs the trained weights itself (``testing.load_trained``)."""
     return {name: value.detach().clone() for name, value in model.state_dict().items()}
+
+
+def trainable(model):
+    """Which of the model's tensors cannot train: {"frozen": parameters that require no gradient, "buffers": buffer
+    names}. Only to name the mistake when the trusted side sees a parameter that never changed."""
+    return {"frozen": [name for name, p in model.named_parameters() if not p.requires_grad],
+            "buffers": [name for name, _ in model.named_buffers()]}

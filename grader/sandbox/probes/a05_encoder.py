@@ -11,9 +11,6 @@ Common arguments
     state_dict  {name: tensor} loaded with strict=False; the buffer `pe` is never sent
     calls       [{"args": [...], "kwargs": {...}}, ...] forward calls on the same instance
 """
-import math
-import time
-
 import torch
 
 from ._common import build, data
@@ -133,46 +130,21 @@ def padding_invariance(mod, kind, init, state_dict, x, mask, real, seed=0):
     return report
 
 
-def yardstick_weights(d_model: int, seed: int = 0) -> torch.Tensor:
-    """(4, d_model, d_model): the four matrices of :func:`yardstick`, the same on both sides."""
-    return torch.randn(4, d_model, d_model, generator=torch.Generator().manual_seed(seed)) / d_model ** 0.5
-
-
-def yardstick(x, weights, mask, n_heads):
-    """A timing yardstick with the operations of an attention layer, in its sizes, that is not one: x
-    (B, n, d) projected and split into heads, scaled scores, masked, then a softmax over the *queries*
-    (dim=-2), the weighted sum, merged and projected. It runs beside the student's module in the
-    worker (both pay the worker's overheads) and beside the reference on the trusted side; handing it
-    in gains a submission nothing. (No stand-in of this stage is ever in its own worker: a submission
-    could hand it in as its own.)"""
-    B, n, d = x.shape
-    d_k = d // n_heads
-    q, k, v = ((x @ w).view(B, n, n_heads, d_k).transpose(1, 2) for w in weights[:3])
-    scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)  # (B, h, n, n)
-    weights_over_queries = scores.masked_fill(~mask, -1e9).softmax(dim=-2)
-    return (weights_over_queries @ v).transpose(1, 2).reshape(B, n, d) @ weights[3]
-
-
-def time_forward(mod, kind, init, state_dict, args, kwargs=None, repeat=10, seed=0):
-    """Best wall times (s) of eval-mode, no_grad forwards of the student's module and of
-    :func:`yardstick` on its first input and last (the mask), interleaved so that both see the same machine load.
-    The trusted side times the reference against the same yardstick."""
+def forward_each(mod, kind, init, state_dict, inputs, seed=0):
+    """The student's module built with the given weights, then an eval-mode, no_grad forward on each of
+    ``inputs`` (``[[args...], ...]``, fresh ones each: a module may remember answers); returns their outputs.
+    The trusted side reads the worker's CPU clock over the whole request (so nothing here can make the
+    forwards look cheaper) and divides by their number. On one thread, as the reference is timed: idle
+    threads of a pool spin, and CPU time would count their spinning."""
     model, report = build(mod, KINDS, kind, init, state_dict, seed)
     if report["load_error"] or report["missing"] or report["unexpected"]:
         return report
-    x, mask = args[0], args[-1]
-    weights = yardstick_weights(x.shape[-1])
     model.eval()
-    runs = {"seconds": lambda: model(*args, **(kwargs or {})),
-            "baseline_seconds": lambda: yardstick(x, weights, mask, init["n_heads"])}
-    best = {key: float("inf") for key in runs}
-    with torch.no_grad():
-        for run_once in runs.values():
-            run_once()
-        for _ in range(max(1, int(repeat))):
-            for key, run_once in runs.items():
-                start = time.perf_counter()
-                run_once()
-                best[key] = min(best[key], time.perf_counter() - start)
-    report.update(best)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            report["outs"] = [data(model(*args)) for args in inputs]
+    finally:
+        torch.set_num_threads(threads)
     return report

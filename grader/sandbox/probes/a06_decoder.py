@@ -17,7 +17,7 @@ Common arguments
 import torch
 import torch.nn.functional as F
 
-from ._common import build, data, failed, state
+from ._common import build, data, failed, state, trainable
 
 KINDS = ("DecoderLayer", "Decoder", "Seq2SeqTransformer")
 
@@ -170,9 +170,10 @@ def greedy_scripted(mod, script, vocab_size, pad_id, src, bos_id, eos_id, max_le
 def train(mod, init, state_dict, src, tgt, bos_id, steps, batch_size, lr, seed=0):
     """Teacher-forcing training of the student's Seq2SeqTransformer from the given initial weights
     (Adam, cross-entropy ignoring padding, the student's shift_right). The held-out pairs never come
-    here: the trusted side decodes them with the reference modules holding the trained state.
-    returns {"losses": [a few floats], "state": the trained state_dict (with the student's pe buffers)}
-    or {"bad_logits": ...}"""
+    here: the trusted side decodes them with the reference modules holding the trained state. The trusted
+    side also runs this very function on the reference modules, to compare the two trainings step by step.
+    returns {"losses": [the loss of every step], "state": the trained state_dict (with the student's pe
+    buffers)} or {"bad_logits": ...}"""
     model, report = build(mod, KINDS, "Seq2SeqTransformer", init, state_dict, seed)
     if failed(report):
         return report
@@ -182,7 +183,7 @@ def train(mod, init, state_dict, src, tgt, bos_id, steps, batch_size, lr, seed=0
     pad_id = init.get("pad_id", 0)
     losses = []
     model.train()
-    for step in range(int(steps)):
+    for _ in range(int(steps)):
         idx = torch.randint(len(src), (int(batch_size),), generator=gen)
         tgt_in = mod.shift_right(tgt[idx], bos_id)
         logits = model(src[idx], tgt_in)
@@ -193,9 +194,8 @@ def train(mod, init, state_dict, src, tgt, bos_id, steps, batch_size, lr, seed=0
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if step % 10 == 0 or step == steps - 1:
-            losses.append(float(loss.detach()))
-    report.update(losses=losses, state=state(model))
+        losses.append(float(loss.detach()))
+    report.update(losses=losses, state=state(model), **trainable(model))
     return report
 
 

@@ -14,7 +14,7 @@ Common arguments
 import torch
 from torch import nn
 
-from ._common import build, data, failed, state
+from ._common import build, data, failed, state, trainable
 
 KINDS = ("BertEmbeddings", "BertModel", "BertForMaskedLM")
 
@@ -102,11 +102,12 @@ def mask_draws(mod, input_ids, seeds, kwargs, global_seed=None):
     torch.Generator().manual_seed(seed) (so an in-place mistake does not spoil the statistics).
 
     With `global_seed` given, one extra call with generator=None after torch.manual_seed(global_seed).
-    returns {"inputs": (S, B, n), "labels": (S, B, n), "input_unchanged": bool (no call changed its
-             argument), "aliases_input": bool (an output shares memory with the argument),
-             "global": [inputs, labels] or None}
+    returns {"inputs": (S, B, n), "labels": (S, B, n), "given_after": (S, B, n) each copy as the call left it,
+             "given_poked": (S, B, n) each copy after its outputs were overwritten with -7 (an output that
+             shares the copy's memory changes it), "global": [inputs, labels] or None}. The trusted side
+             compares them with input_ids: nothing here judges them.
     """
-    inputs, labels, unchanged, aliases = [], [], True, False
+    inputs, labels, after, poked = [], [], [], []
     for seed in seeds:
         given = input_ids.clone()
         out = mod.mask_tokens(given, generator=torch.Generator().manual_seed(int(seed)), **kwargs)
@@ -115,12 +116,15 @@ def mask_draws(mod, input_ids, seeds, kwargs, global_seed=None):
         a, b = out
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
             return {"bad_return": f"({type(a).__name__}, {type(b).__name__})"}
-        unchanged = unchanged and torch.equal(given, input_ids)
-        aliases = aliases or a.data_ptr() == given.data_ptr() or b.data_ptr() == given.data_ptr()
         inputs.append(a.detach().clone())
         labels.append(b.detach().clone())
-    report = {"inputs": torch.stack(inputs), "labels": torch.stack(labels),
-              "input_unchanged": bool(unchanged), "aliases_input": bool(aliases), "global": None}
+        after.append(given.clone())
+        with torch.no_grad():
+            a.fill_(-7)
+            b.fill_(-7)
+        poked.append(given.clone())
+    report = {"inputs": torch.stack(inputs), "labels": torch.stack(labels), "given_after": torch.stack(after),
+              "given_poked": torch.stack(poked), "global": None}
     if global_seed is not None:
         torch.manual_seed(int(global_seed))
         a, b = mod.mask_tokens(input_ids.clone(), generator=None, **kwargs)
@@ -159,5 +163,5 @@ def train_mlm(mod, init, state_dict, batches, lr=1e-3, seed=0):
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
-    report.update(losses=losses, state=state(model))
+    report.update(losses=losses, state=state(model), **trainable(model))
     return report

@@ -20,6 +20,8 @@ import json
 
 import torch
 
+from ._common import state
+
 HEAD = ("classifier.weight", "classifier.bias")  # the contract's names of the classification head
 # Rows a frozen, dropout-free encoder has already encoded, per encoder spec: {spec key: {row key: (n, H)}}.
 # Kept for the worker's life, so the second epoch and the flipped-label copy encode nothing again.
@@ -180,16 +182,23 @@ def logits(mod, encoder, classifier, head_state, calls, train=False, seed=0):
 
 
 def train(mod, encoder, classifier, head_state, input_ids, attention_mask, labels, train_kwargs,
-          start_mode="eval", global_seed=None, eval_inputs=None, seed=0):
+          start_mode="eval", global_seed=None, eval_inputs=None, freeze=(), with_state=False, seed=0):
     """train_classifier on a fresh model; what it returned and what it did.
 
+    freeze: name prefixes of the parameters the caller freezes (requires_grad=False) before the call.
     returns {"losses": [float or None, ...] or {"not_a_list"}, "training_after": bool,
              "modules_training_after": [names], "forward_modes": [bool per forward], "changed": bool,
-             "eval_logits": (N', C) logits of eval_inputs in eval mode after training, or None}
+             "eval_logits": (N', C) logits of eval_inputs in eval mode after training, or None,
+             "without_grad": [names of the parameters that hold no gradient afterwards]}
+    and, with ``with_state``, "state": the trained model's state_dict (encoder included), which the
+    trusted side compares with its own training from the same start.
     """
     model, report = _classifier(mod, encoder, classifier, head_state, seed)
     if _failed(report):
         return report
+    for name, p in model.named_parameters():
+        if name.startswith(tuple(freeze)):
+            p.requires_grad_(False)
     model.train(start_mode == "train")
     before = [p.detach().clone() for p in model.parameters()]
     if global_seed is not None:
@@ -202,9 +211,13 @@ def train(mod, encoder, classifier, head_state, input_ids, attention_mask, label
         training_after=bool(model.training),
         modules_training_after=sorted(name or "(the model)" for name, m in model.named_modules() if m.training),
         forward_modes=[c["training"] for c in calls],
+        forward_grads=[c["grad"] for c in calls],
         changed=any(not torch.equal(a, b.detach()) for a, b in zip(before, model.parameters())),
         eval_logits=None,
+        without_grad=[name for name, p in model.named_parameters() if p.grad is None],
     )
+    if with_state:
+        report["state"] = state(model)
     if eval_inputs is not None:
         model.eval()
         with torch.no_grad():
