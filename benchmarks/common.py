@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.sandbox.forkserver import SERVER_NAME, SESSION_NAME
+from grader.sandbox.forkserver import EARLY_NAME, SERVER_NAME, SESSION_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "benchmarks" / "work"          # git-ignored; also hidden from grading workers
@@ -164,6 +164,15 @@ def smaps_rollup(pid: int) -> dict:
     return out
 
 
+def high_water(pid: int) -> int:
+    """The highest resident set process ``pid`` has had so far (VmHWM of /proc/PID/status), bytes; 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:")), 0)
+    except (OSError, ValueError):
+        return 0
+
+
 class TreeSampler:
     """Samples the memory of a process and all its descendants every ``period``
     seconds, in a thread: the resident set (RSS, which counts a page shared by
@@ -185,24 +194,27 @@ class TreeSampler:
         self.peak_by_role: dict = {}
         self.peak_total_by_role: dict = {}
         self.peak_pss_by_role: dict = {}  # largest single process's PSS of each role
+        self.peak_hwm_by_role: dict = {}  # largest high-water RSS (VmHWM) of a process of each role: its own peak,
+        #                                   even between two samples
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     @staticmethod
-    def role(cmdline: list, parent_cmdline: list, name: str = "") -> str:
+    def role(cmdline: list, parent_cmdline: list, name: str = "", parent_name: str = "") -> str:
         text = " ".join(cmdline)
         if name == SESSION_NAME:  # the session forked by a fork server: its command line is the server's
             return "pytest (trusted)"
-        if "forkserver.py" in text:  # a worker is a fork of its fork server: same command line
+        servers = {EARLY_NAME, *(SERVER_NAME.format(library=lib) for lib in ("torch", "numpy"))}
+        if name in servers or "forkserver.py" in text:  # a worker is a fork of its fork server: same name
             # the library: in the server's name (and its workers'), or in its command line (before 2026-12-03)
             lib = next((f" ({lib})" for lib in ("torch", "numpy")
                         if name == SERVER_NAME.format(library=lib) or f" {lib} " in f" {text} "), "")
-            if "forkserver.py" not in " ".join(parent_cmdline):
+            if parent_name not in servers and "forkserver.py" not in " ".join(parent_cmdline):
                 return "fork server" + lib
             return "worker" + lib if lib else "isolation probe"  # a child of a server not yet told its library
-        if "jail.py" in text:
-            return "isolation probe"
+        if "jail.py" in text or cmdline[1:] == ["-I", "-"]:  # the probe in an interpreter of its own (since 12-04:
+            return "isolation probe"                          # its program on standard input)
         if "pytest" in text:
             return "pytest (trusted)"
         return "cli (trusted)"
@@ -226,16 +238,18 @@ class TreeSampler:
             total, pss_total, by_role, pss_by_role = 0, 0, {}, {}
             for p in procs:
                 try:
-                    role = cache.get(p.pid) or self.role(p.cmdline(), p.parent().cmdline() if p.parent() else [],
-                                                         p.name())
+                    parent = p.parent()
+                    role = cache.get(p.pid) or self.role(p.cmdline(), parent.cmdline() if parent else [], p.name(),
+                                                         parent.name() if parent else "")
                 except ps.Error:
                     continue
-                if not role.endswith("fork server"):  # a server is named once told its library: ask again
-                    cache[p.pid] = role
+                if not role.endswith("fork server") and not role.startswith("worker"):  # a server is named once
+                    cache[p.pid] = role  # told its library, a forked session just after its fork: ask again
                 got = smaps_rollup(p.pid)
                 if not got:
                     continue
                 rss, pss = got.get("Rss", 0) * 1024, got.get("Pss", 0) * 1024
+                self.peak_hwm_by_role[role] = max(self.peak_hwm_by_role.get(role, 0), high_water(p.pid))
                 total += rss
                 pss_total += pss
                 by_role[role] = by_role.get(role, 0) + rss
@@ -258,6 +272,7 @@ class TreeSampler:
                 "peak_process_pss_mb_by_role": {k: mb(v) for k, v in sorted(self.peak_pss_by_role.items())},
                 "peak_process_mb_by_role": {k: mb(v) for k, v in sorted(self.peak_by_role.items())},
                 "peak_sum_mb_by_role": {k: mb(v) for k, v in sorted(self.peak_total_by_role.items())},
+                "peak_hwm_mb_by_role": {k: mb(v) for k, v in sorted(self.peak_hwm_by_role.items())},
                 "samples": self.samples, "period_s": self.period}
 
 

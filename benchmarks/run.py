@@ -1,6 +1,6 @@
 """``make bench``: how fast grading is, side by side with the alternatives.
 
-    python -m benchmarks.run                 # everything (10 min at load 2-5 on 2 cores; 25+ min at load 8)
+    python -m benchmarks.run                 # everything (10 min at load 2-5 on 2 cores, plus the class line)
     python -m benchmarks.run --quick         # a short version (fewer repeats, numpy stages only)
     python -m benchmarks.run --only check,otter
     python -m benchmarks.run --list
@@ -18,8 +18,10 @@ Benchmarks (``--only`` names):
   check     `python -m grader check a02_softmax REF` vs `python -c "import numpy"`  target <= 3x
   batch     batch throughput, 2 workers vs 1, >= 50 submissions (numpy stage)       target >= 1.8x
   otter     our `grade --stages a02_softmax,a03_attention` vs Otter's `otter run`   target <= 0.5x
+  replies   the trusted side's peak grading tests/hostile/reply_bomb vs the reference  target <= 300 MB more
   mha       reference MultiHeadAttention vs nn.MultiheadAttention                  target <= 1.5x
   sdpa      reference numpy scaled_dot_product_attention vs F.sdpa                 target <= 1.5x
+  class     1,000 whole submissions on 16 cores, projected from local 1/2 and Dask    target <= 10 min
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from grader.engine import paths
 from grader.engine import stages as all_stages
 from tests.fixtures import batch_class
 
-from . import before, common
+from . import before, class_scale, common, replies
 from .common import (
     PY,
     ROOT,
@@ -58,7 +60,7 @@ from .common import (
 )
 from .otter import compare
 
-ORDER = ["grading", "mha", "sdpa", "check", "otter", "boundary", "layers", "memory", "batch"]
+ORDER = ["grading", "mha", "sdpa", "check", "otter", "boundary", "layers", "memory", "replies", "batch", "class"]
 NUMPY_STAGES = ["a01_similarity", "a02_softmax", "a03_attention"]
 BATCH_STAGES = ["a02_softmax"]
 BATCH_COUNT, QUICK_BATCH_COUNT = 50, 20
@@ -461,7 +463,8 @@ def bench_otter(ctx) -> list:
 
 BENCHES = {"grading": lambda ctx: [before.run(ctx, log)],
            "boundary": bench_boundary, "layers": bench_layers, "memory": bench_memory, "check": bench_check,
-           "batch": bench_batch, "otter": bench_otter, "mha": bench_kernels, "sdpa": bench_kernels}
+           "batch": bench_batch, "otter": bench_otter, "mha": bench_kernels, "sdpa": bench_kernels,
+           "replies": lambda ctx: [replies.run(ctx, log)], "class": lambda ctx: [class_scale.run(ctx, log)]}
 
 
 # ---------------------------------------------------------------- output
@@ -518,6 +521,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, help="repeats per side (default: per benchmark)")
     p.add_argument("--batch-count", type=int, help=f"submissions in the batch benchmark (default {BATCH_COUNT})")
     p.add_argument("--reverse-batch", action="store_true", help="run the 2-worker batch first")
+    p.add_argument("--class-count", type=int,
+                   help=f"whole submissions in the class benchmark (default {class_scale.COUNT})")
     p.add_argument("--keep-env", action="store_true",
                    help="keep PYTHONDONTWRITEBYTECODE if set (default: unset it for the graded commands)")
     p.add_argument("--root", help="measure the grader of this copy of the course (e.g. with a proposed patch "

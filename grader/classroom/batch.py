@@ -36,11 +36,12 @@ import fcntl
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.engine import cores, isolation, paths, stages
-from grader.i18n import languages
+from grader.engine.options import GradingOptions
+from grader.i18n import join, languages, render, tr
 
 from . import canvas, executors, grades_csv, grading, html_report, late, lateness, summary, term
 from .discovery import discover, fingerprint
@@ -112,6 +113,7 @@ class BatchRun:
     run_id: int
     counts: Counts
     console: object
+    warnings: list = field(default_factory=list)   # said once, when the run ends (_warnings)
 
 
 # ---------------------------------------------------------------- the command
@@ -224,7 +226,7 @@ def _run_locked(req: Request, console) -> int:
         return INTERRUPTED
     if req.similarity:
         from . import similarity  # start-up and requirements: copydetect (dev) is needed only with --similarity
-        return similarity.compare_folder(req.outputs.folder, req.subs, req.chosen, req.references)
+        return similarity.compare_folder(req.outputs.folder, req.subs, req.chosen, req.references, req.language)
     return 0
 
 
@@ -245,9 +247,11 @@ def _plan(book: Gradebook, req: Request, console) -> Plan:
     suite = stages.suite_hash(req.chosen)
     jobs, ignored = discover(req.subs, exclude=[req.outputs.folder])
     for name in ignored:
-        console.print(f"[yellow]ignored[/] {name}: not a folder, a .zip or a notebook", highlight=False)
+        console.print(summary.line("yellow", tr("ignored"), tr("{name}: not a folder, a .zip or a notebook", name=name),
+                                   req.language), highlight=False)
     for name in sorted(set(req.manifest) - {j.id for j in jobs}):
-        console.print(f"[yellow]manifest[/]: {name} has a submission time but no submission here", highlight=False)
+        console.print(summary.line("yellow", tr("manifest"), tr("{name} has a submission time but no submission here",
+                                                                name=name), req.language, sep=": "), highlight=False)
     for job in jobs:
         fingerprint(job)
     final = set() if req.regrade else book.final_keys(suite)
@@ -255,16 +259,16 @@ def _plan(book: Gradebook, req: Request, console) -> Plan:
 
 
 def _start_executor(req: Request, plan: Plan):
-    """Where the gradings run; None (and one line) when it cannot start."""
-    ids, hide = [s.id for s in req.chosen], [str(req.subs), str(req.outputs.folder)]
+    """Where the gradings run, each with the class's grading options (the hidden suites of the chosen stages, the
+    class folder and the outputs hidden from the workers); None (and one line) when it cannot start."""
+    options = GradingOptions(stage_ids=[s.id for s in req.chosen], hide=[str(req.subs), str(req.outputs.folder)],
+                             allow_readable_secrets=req.allow_readable_secrets, language=req.language)
     budget = req.timeout_s or executors.budget_s(req.chosen)
     target = req.target or DEFAULT_TARGET
     try:
         if req.executor == "dask":
-            return executors.DaskExecutor(req.scheduler, ids, hide, plan.suite, budget, target=target,
-                                          allow_readable_secrets=req.allow_readable_secrets, language=req.language)
-        return executors.LocalExecutor(req.workers, ids, hide, budget, target=target,
-                                       allow_readable_secrets=req.allow_readable_secrets, language=req.language)
+            return executors.DaskExecutor(req.scheduler, options, plan.suite, budget, target=target)
+        return executors.LocalExecutor(req.workers, options, budget, target=target)
     except (OSError, TimeoutError, ValueError) as exc:
         print(f"error: cannot start the {req.executor} executor: {exc}", file=sys.stderr)
         return None
@@ -279,10 +283,13 @@ def _start_run(book: Gradebook, req: Request, plan: Plan, executor, console) -> 
                             out_dir=str(req.outputs.folder), executor=executor.describe(),
                             workers=req.workers if req.executor == "local" else None,
                             regrade=bool(req.regrade), n_found=len(jobs), n_todo=len(todo))
-    console.print(f"batch run {run_id}: {len(jobs)} submissions in {req.subs}, {len(todo)} to grade "
-                  f"({len(jobs) - len(todo)} already graded under suite {plan.suite[:12]}), stages "
-                  f"{', '.join(s.id for s in req.chosen)}; {executor.describe()}; gradebook {redact(book.url)}"
-                  + (f"; {abandoned} killed run(s) marked abandoned" if abandoned else ""), highlight=False)
+    said = tr("batch run {run}: {count} submissions in {folder}, {todo} to grade ({done} already graded under "
+              "suite {suite}), stages {stages}; {executor}; gradebook {gradebook}", run=run_id, count=len(jobs),
+              folder=req.subs, todo=len(todo), done=len(jobs) - len(todo), suite=plan.suite[:12],
+              stages=", ".join(s.id for s in req.chosen), executor=executor.describe(), gradebook=redact(book.url))
+    if abandoned:
+        said = join([said, tr("{count} killed run(s) marked abandoned", count=abandoned)])
+    console.print(render(said, req.language), highlight=False)
     return BatchRun(req, book, plan, run_id, Counts(found=len(jobs), skipped=len(jobs) - len(todo)), console)
 
 
@@ -292,7 +299,7 @@ def _grade_and_write(run: BatchRun, executor) -> str:
     req, book = run.req, run.book
     record = Recorder(book, run.run_id, run.plan.suite, req.chosen, req.outputs, run.counts)
     with Deferred() as guard:
-        status = grading.grade(run.plan.todo, executor, record, guard, run.console)
+        status = grading.grade(run.plan.todo, executor, record, guard, run.console, req.language)
         guard.critical = True  # a second Ctrl-C no longer interrupts writing the outputs
         try:
             rows = current_rows(book, stages.suite_hash(req.chosen), run.plan.jobs, req.outputs.reports)
@@ -320,8 +327,9 @@ def _grades_csv(run: BatchRun, rows: list) -> None:
 
 
 def _canvas(run: BatchRun, rows: list) -> None:
-    for warning in canvas.write(run.req.outputs.canvas_csv, rows, run.req.chosen, run.req.settings.canvas):
-        run.console.print(f"[yellow]canvas[/]: {warning}", highlight=False)
+    warning = canvas.write(run.req.outputs.canvas_csv, rows, run.req.chosen, run.req.settings.canvas)
+    if warning:
+        run.warnings.append(warning)
 
 
 def _html(run: BatchRun, rows: list) -> None:
@@ -331,9 +339,17 @@ def _html(run: BatchRun, rows: list) -> None:
 
 def _summary(run: BatchRun, rows: list) -> None:
     out = run.req.outputs
-    summary.print_summary(run.console, rows, run.req.chosen, run.counts)
-    run.console.print(f"outputs: {out.grades_csv}, {out.canvas_csv}, {out.reports}/, {out.html / 'class.html'}",
+    summary.print_summary(run.console, rows, run.req.chosen, run.counts, run.req.language)
+    run.console.print(render(tr("outputs: {files}", files=f"{out.grades_csv}, {out.canvas_csv}, {out.reports}/, "
+                                                          f"{out.html / 'class.html'}"), run.req.language),
                       highlight=False)
 
 
-POST_STEPS = (_late_policy, _grades_csv, _canvas, _html, _summary)
+def _warnings(run: BatchRun, rows: list) -> None:
+    """What the instructor must act on, last, where it is read (once per run)."""
+    for warning in run.warnings:  # one line, whatever the console's width: a log is searched by line
+        run.console.print(summary.line("yellow", tr("warning"), warning, run.req.language, sep=": "),
+                          highlight=False, soft_wrap=True)
+
+
+POST_STEPS = (_late_policy, _grades_csv, _canvas, _html, _summary, _warnings)

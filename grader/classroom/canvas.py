@@ -18,6 +18,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from grader.i18n import Message, tr
+
 from . import spreadsheet
 from .rows import Row
 from .spreadsheet import fmt, safe_cell
@@ -63,15 +65,35 @@ def identities(settings: CanvasSettings) -> dict:
     return {r[user].strip(): by_key[r[key].strip()] for r in rows if r[user].strip() and r[key].strip() in by_key}
 
 
-def write(path: Path, rows: list[Row], chosen, settings: CanvasSettings) -> list:
-    """Write grades-canvas.csv; return warnings (students Canvas will not be able to match)."""
+def _unmatched(who: list, settings: CanvasSettings) -> Message | str:
+    """The one warning of a batch whose Canvas file names students Canvas cannot match (``who``), with what to
+    set (a marked text: the batch says it in its language); "" when it can match every row."""
+    if not who:
+        return ""
+    names = ", ".join(who[:5])
+    if len(who) > 5:
+        names = tr("{names} and {count} more", names=names, count=len(who) - 5)
+    if settings.export is None:
+        return tr("grades-canvas.csv cannot be matched to Canvas students ({count} rows: {names}): without "
+                  "[canvas] export in course.toml its ID and SIS User ID columns are blank and SIS Login ID holds "
+                  "the grader's id. Set [canvas] export to a gradebook exported from Canvas (Grades > Export) and "
+                  "match_column to its column holding these ids (or add roster), then run the batch again",
+                  count=len(who), names=names)
+    return tr("grades-canvas.csv: {count} students are not in the Canvas export's {column} column ({names}), so "
+              "Canvas will not match them: check [canvas] match_column and roster in course.toml, or export the "
+              "gradebook from Canvas again", count=len(who), column=repr(settings.match_column), names=names)
+
+
+def write(path: Path, rows: list[Row], chosen, settings: CanvasSettings) -> Message | str:
+    """Write grades-canvas.csv; return the one warning about the students Canvas will not be able to match
+    (``_unmatched``), or ""."""
     who = identities(settings)
     stage_cols = ([(s, settings.columns.get(s.id) or f"{s.id}: {s.title}") for s in chosen]
                   if settings.stage_columns else [])
     core_max = sum(s.points for s in chosen if not s.bonus)
     table = [[*IDENTITY, *(name for _, name in stage_cols), settings.total_column],
              [POINTS_ROW, "", "", "", "", *(fmt(s.points) for s, _ in stage_cols), fmt(core_max)]]
-    warnings = []
+    unmatched = []
     for r in rows:
         final = r.final
         if final is None:
@@ -79,10 +101,9 @@ def write(path: Path, rows: list[Row], chosen, settings: CanvasSettings) -> list
         sid = r.job.id
         ident = who.get(sid)
         if ident is None:
-            if settings.export is not None:
-                warnings.append(f"{sid} is not in the Canvas export's {settings.match_column!r} column")
+            unmatched.append(sid)
             ident = {"Student": sid, "ID": "", "SIS User ID": "", "SIS Login ID": sid, "Section": ""}
         table.append([*(safe_cell(ident[c]) for c in IDENTITY),
                       *(fmt(final.stages.get(s.id, 0.0)) for s, _ in stage_cols), fmt(final.total)])
     spreadsheet.write(path, table)
-    return warnings
+    return _unmatched(unmatched, settings)

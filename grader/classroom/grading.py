@@ -1,5 +1,10 @@
 """The batch's grading step: the executor's outcomes, each stored as it comes, under a progress bar.
 
+A grading the grader could not finish for a reason that may pass (``Outcome.retry``: a worker the machine's
+load starved, ``charging``; a grading past its wall-clock budget) is not stored: it goes into a retry queue,
+graded again after the others, up to ``RETRIES`` more times; its last outcome is stored as an error row,
+never as a score.
+
 Each outcome is stored whole or not at all: its report file (written atomically) and its
 gradebook transaction. Ctrl-C or SIGTERM stop the gradings in flight, except while an outcome is
 being stored: then the interrupt waits until both are done (``Deferred``). What was stored stays;
@@ -9,16 +14,20 @@ from __future__ import annotations
 
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass
-from itertools import chain
 
 from grader.engine import isolation, report
 from grader.engine.atomic import write_json
+from grader.i18n import Message, join, render, tr
 
+from . import summary
 from .discovery import Job
 from .grading_process import Outcome
 from .outputs import Outputs
-from .rows import Status
+from .rows import STATUS_WORDS, Status
+
+RETRIES = 2
 
 
 @dataclass
@@ -30,6 +39,7 @@ class Counts:
     unreadable: int = 0
     errors: int = 0
     pending: int = 0             # not graded yet once the run ended (an interrupted run)
+    retried: int = 0             # gradings sent to the retry queue (a starved worker)
     seconds: float = 0.0         # the grading step's wall clock
 
     def add(self, status: Status) -> None:
@@ -40,13 +50,19 @@ class Counts:
         else:
             self.errors += 1
 
-    def line(self) -> str:
-        line = (f"found {self.found}, graded now {self.graded}, already graded {self.skipped}, "
-                f"unreadable {self.unreadable}, errors {self.errors}")
+    def line(self) -> Message:
+        """The run's last line (a marked text: the console renders it in the batch's language)."""
+        parts = [tr("found {found}, graded now {graded}, already graded {skipped}, unreadable {unreadable}, "
+                    "errors {errors}", found=self.found, graded=self.graded, skipped=self.skipped,
+                    unreadable=self.unreadable, errors=self.errors)]
         if self.pending:
-            line += f", not graded yet {self.pending}"
+            parts.append(tr("not graded yet {count}", count=self.pending))
+        if self.retried:
+            parts.append(tr("retried {count}", count=self.retried))
+        line = join(parts, ", ")
         if self.graded and self.seconds > 0:
-            line += f"; {self.graded / self.seconds * 60:.1f} submissions/min over {self.seconds:.0f} s"
+            rate = f"{self.graded / self.seconds * 60:.1f}"
+            line = join([line, tr("{rate} submissions/min over {seconds} s", rate=rate, seconds=f"{self.seconds:.0f}")])
         return line
 
 
@@ -120,8 +136,9 @@ class Recorder:
         self.counts.add(outcome.status)
 
 
-def _progress(console):
-    from rich.progress import (  # start-up: rich is imported only by a batch that grades
+def _progress(console, language: str):
+    from rich.markup import escape  # start-up: rich is imported only by a batch that grades
+    from rich.progress import (  # start-up: same
         BarColumn,
         MofNCompleteColumn,
         Progress,
@@ -130,35 +147,63 @@ def _progress(console):
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-    return Progress(SpinnerColumn(), TextColumn("[bold]grading[/]"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                    TimeRemainingColumn(), console=console, transient=False)
+    language = "ko" if language == "both" else language  # a progress bar is one line: no English beneath
+    return Progress(SpinnerColumn(), TextColumn(summary.line("bold", tr("grading"), "", language, sep="")), BarColumn(),
+                    MofNCompleteColumn(), TextColumn("{task.fields[last]}"), TimeElapsedColumn(),
+                    TextColumn(escape(render(tr("ETA"), language))), TimeRemainingColumn(), console=console,
+                    transient=False)
 
 
-def _said(job: Job, outcome: Outcome) -> str:
+def _said(job: Job, outcome: Outcome, language: str) -> str:
+    """A graded (or failed) submission's progress line, in ``language``."""
     if outcome.status is Status.GRADED:
         rep = outcome.report
-        return f"[green]graded[/] {job.id}: {rep['score']:g}/{rep['max_score']:g} ({outcome.seconds:.1f} s)"
-    return f"[red]{outcome.status}[/] {job.id}: {outcome.error}"
+        return summary.line("green", STATUS_WORDS["graded"], tr(
+            "{student}: {score}/{max_score} ({seconds} s)", student=job.id, score=f"{rep['score']:g}",
+            max_score=f"{rep['max_score']:g}", seconds=f"{outcome.seconds:.1f}"), language)
+    return summary.line("red", STATUS_WORDS[outcome.status.value], f"{job.id}: {outcome.error}", language)
 
 
-def grade(todo: list[Job], executor, record: Recorder, guard: Deferred, console) -> str:
-    """Grade ``todo`` (an unreadable job is stored as such at once); "finished" or "interrupted"."""
+def final_outcomes(todo: list[Job], executor, counts: Counts, console, language: str = "en"):
+    """(job, outcome) of each job of ``todo`` once it is final: an unreadable job's at once, the others' as the
+    executor grades them, through the retry queue (the module's docstring), which ``console`` tells of (in
+    ``language``)."""
+    for job in todo:
+        if job.unreadable:
+            yield job, Outcome(Status.UNREADABLE, error=job.unreadable)
+    queue, tries = [j for j in todo if not j.unreadable], Counter()
+    while queue:
+        again = []
+        for job, outcome in executor.run(queue):
+            if outcome.retry and tries[job.slug] < RETRIES:
+                tries[job.slug] += 1
+                counts.retried += 1
+                again.append(job)
+                console.print(summary.line("yellow", tr("retry {count}/{most}", count=tries[job.slug], most=RETRIES),
+                                           tr("{student}, after the others: {error}", student=job.id,
+                                              error=outcome.error), language), highlight=False)
+            else:
+                yield job, outcome
+        queue = again
+
+
+def grade(todo: list[Job], executor, record: Recorder, guard: Deferred, console, language: str = "en") -> str:
+    """Grade ``todo`` (an unreadable job is stored as such at once); "finished" or "interrupted". The console
+    is told of each submission in ``language``."""
     status, start = "finished", time.monotonic()
-    unreadable = ((job, Outcome(Status.UNREADABLE, error=job.unreadable)) for job in todo if job.unreadable)
-    progress = _progress(console)
+    progress = _progress(console, language)
     try:
         with progress:
             task = progress.add_task("grading", total=len(todo), last="")
-            outcomes = chain(unreadable, executor.run([j for j in todo if not j.unreadable]))
-            for job, outcome in outcomes:
+            for job, outcome in final_outcomes(todo, executor, record.counts, progress.console, language):
                 guard.store(record, job, outcome)
-                progress.console.print(_said(job, outcome), highlight=False)
+                progress.console.print(_said(job, outcome, language), highlight=False)
                 progress.update(task, advance=1, last=job.id)
     except KeyboardInterrupt:
         status = "interrupted"
-        console.print("[yellow]interrupted[/]: stopping the gradings in flight; what was recorded stays. "
-                      "Run the same command again to finish.", highlight=False)
+        console.print(summary.line("yellow", tr("interrupted"), tr(
+            "stopping the gradings in flight; what was recorded stays. Run the same command again to finish."),
+            language, sep=": "), highlight=False)
     finally:
         executor.close(cancel=status != "finished")
     record.counts.seconds = time.monotonic() - start

@@ -11,17 +11,16 @@ The process is a fork of a fork server the starting thread keeps for all its gra
 (``forkservers.of_this_thread``, for the heaviest library of the stages): numpy (and torch) are
 imported there once, and each grading's workers are forks of the same server, so a grading starts
 no interpreter at all. The server never reads the spec (``ForkServer.fork_module``). It dies with
-the thread that started it and the grading with it (``PR_SET_PDEATHSIG`` on both), so a killed batch
-(or Dask worker) leaves nothing behind grading, and every file it leaves sits in a scratch folder of
-the batch's that is removed with it.
+the thread that started it and the grading with it (``PR_SET_PDEATHSIG``, set once in each: the server's
+and the forked grading's by ``jail.die_with_parent``), so a killed batch (or Dask worker) leaves nothing
+behind grading, and every file it leaves sits in a scratch folder of the batch's that is removed with it.
 """
 from __future__ import annotations
 
-import ctypes
+import dataclasses
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from grader.engine import cores, forkservers, isolation, paths, run, stages, submission
 from grader.engine.atomic import write_json
+from grader.engine.options import GradingOptions
 from grader.engine.submission import UnreadableSubmission
 
 from .rows import Status
@@ -50,29 +50,42 @@ class Outcome:
     worker: str = ""             # where it ran
     seconds: float = 0.0         # the grading's own wall clock, where it ran
     suite_hash: str = ""         # the test suite it really ran with ("" when not known)
+    retry: bool = False          # the grader's trouble that may pass (a starved worker, a grading past its budget)
 
 
-def grade_path(path: str, submission_id: str, stage_ids=None, hide=(), allow_readable_secrets: bool = False,
-               language: str = "en", threads: int = 1) -> dict:
-    """Grade the submission at ``path`` on the hidden suites; return its schema-v1 report.
+@dataclass(frozen=True)
+class Spec:
+    """What a grading process grades: the submission at ``path``, named ``submission_id``, graded with
+    ``options`` (the batch's, with this grading's share of the cores as ``threads``) by ``target``
+    ("module:function", called as ``function(path, submission_id, options)``: :func:`grade_path`, or a
+    test's stand-in). JSON only on the process's command line."""
+    path: str
+    submission_id: str
+    options: GradingOptions
+    target: str = DEFAULT_TARGET
+
+    def to_json(self) -> dict:
+        return {**dataclasses.asdict(self), "options": self.options.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Spec:
+        return cls(**{**data, "options": GradingOptions.from_json(data["options"])})
+
+
+def grade_path(path: str, submission_id: str, options: GradingOptions) -> dict:
+    """Grade the submission at ``path`` as ``options`` say; return its schema-v1 report.
 
     Runs in a grading process, which grades one submission and exits: its pytest session runs
-    right there (``run.grade``'s ``pytest_here``). ``hide`` are paths the student's worker must
-    not read (the class's folder, the outputs). ``allow_readable_secrets``: grade even where the
-    worker cannot be confined (``run.grade``). ``language``: the report's (``run.grade``). ``threads``: torch
-    threads in each worker (the batch's share of the cores per grading: ``cores.threads_per_grading``). Raises
-    ``submission.UnreadableSubmission`` when there is nothing to grade.
+    right there (``options.pytest_here``). A loose notebook is graded alone (``submission.notebook_alone``)
+    and the report names it. Raises ``submission.UnreadableSubmission`` when there is nothing to grade.
     """
-    chosen = stages.resolve(stage_ids)
     tmp = None
     target = path
     try:
         if os.path.isfile(path) and path.endswith(".ipynb"):
             tmp = tempfile.mkdtemp(prefix="grader-nb-")
             target = submission.notebook_alone(path, tmp)
-        rep = run.grade(target, kind="hidden", stage_ids=[s.id for s in chosen], submission_id=submission_id,
-                        hide=tuple(str(h) for h in hide), pytest_here=True,
-                        allow_readable_secrets=allow_readable_secrets, language=language, threads=threads)
+        rep = run.grade(target, dataclasses.replace(options, pytest_here=True), submission_id=submission_id)
         rep["submission"]["path"] = str(path)
         return rep
     finally:
@@ -95,58 +108,34 @@ def _import_target(spec: str):
     return getattr(mod, name)
 
 
-def _set_pdeathsig(sig=signal.SIGTERM) -> None:
-    """Ask the kernel to send ``sig`` to this process when its parent thread dies."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _grade(spec: dict) -> dict:
-    """The outcome of ``spec``'s grading as JSON: status, report or error, and the suite it ran."""
+def _grade(spec: Spec, probed: str | None) -> dict:
+    """The outcome of ``spec``'s grading as JSON: status, report or error, and the suite it ran. ``probed``: the
+    isolation probe of the process that started this one, adopted instead of probing again."""
     suite = None
-    if spec.get("probed"):
-        isolation.adopt(spec["probed"])
+    if probed:
+        isolation.adopt(probed)
     try:
-        target = spec.get("target", DEFAULT_TARGET)
-        if target == DEFAULT_TARGET:
+        if spec.target == DEFAULT_TARGET:
             # Same checkout as the batch: no refusal if the tests were edited since it started; the
             # grading is recorded under the suite it really ran, and the next run catches up.
-            suite = stages.suite_hash(stages.resolve(spec["stage_ids"]))
-        extra = {"allow_readable_secrets": True} if spec.get("allow_readable_secrets") else {}
-        if spec.get("language", "en") != "en":  # a test's stand-in target need not take it
-            extra["language"] = spec["language"]
-        if target == DEFAULT_TARGET and spec.get("threads", 1) > 1:  # a test's stand-in target grades nothing
-            extra["threads"] = spec["threads"]
-        rep = _import_target(target)(spec["path"], spec["submission_id"], spec["stage_ids"], spec["hide"], **extra)
+            suite = stages.suite_hash(stages.resolve(spec.options.stage_ids))
+        rep = _import_target(spec.target)(spec.path, spec.submission_id, spec.options)
         result = {"status": Status.GRADED.value, "report": rep}
     except Exception as exc:  # noqa: BLE001 - whatever happened is this submission's row
         status, error = outcome_of_exception(exc)
-        result = {"status": status.value, "error": error}
+        result = {"status": status.value, "error": error, "retry": isinstance(exc, isolation.WorkerStarved)}
     result["suite_hash"] = suite
     return result
 
 
 def child_main(spec_json: str) -> int:
-    """``python -m grader.classroom.grading_process SPEC``: grade one submission, write the outcome as JSON."""
-    spec = json.loads(spec_json)
-
-    def die_with_group(signum, frame):  # the batch died or gave up on us: take the fork servers along
-        try:
-            os.killpg(os.getpgid(0), signal.SIGKILL)
-        finally:
-            os._exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, die_with_group)
-    _set_pdeathsig(signal.SIGTERM)
-    if os.getppid() != spec["parent"]:  # the batch died before we could ask
-        return 3
+    """``python -m grader.classroom.grading_process SPEC``: grade one submission, write the outcome as JSON.
+    It dies with the fork server it was forked by, which set that up at the fork (``jail.die_with_parent``)."""
+    given = json.loads(spec_json)
     start = time.monotonic()
-    result = _grade(spec)
+    result = _grade(Spec.from_json(given["spec"]), given.get("probed"))
     result["seconds"] = round(time.monotonic() - start, 3)
-    write_json(spec["result"], result)
+    write_json(given["result"], result)
     return 0
 
 
@@ -185,12 +174,10 @@ def scratch_folder() -> str:
 class GradingProcess:
     """A grading process, started at once; :meth:`finish` waits for its outcome within a budget.
 
-    ``spec``: ``target`` ("module:function"), ``path``, ``submission_id``, ``stage_ids``, ``hide``,
-    ``allow_readable_secrets``, ``language``, ``threads`` (and, added here, this process's isolation
-    probe, which the grading adopts instead of probing again); ``scratch``: a :func:`scratch_folder`;
-    ``worker``: where it runs, for the outcome."""
+    ``spec``: what it grades (the grading adopts this process's isolation probe instead of probing
+    again); ``scratch``: a :func:`scratch_folder`; ``worker``: where it runs, for the outcome."""
 
-    def __init__(self, spec: dict, slug: str, scratch: str, worker: str):
+    def __init__(self, spec: Spec, slug: str, scratch: str, worker: str):
         self.worker = worker
         self.start = time.monotonic()
         self.result = os.path.join(scratch, f"{slug}.{threading.get_ident()}.json")
@@ -200,17 +187,16 @@ class GradingProcess:
         env = dict(os.environ)
         env["TMPDIR"] = self.tmp
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.ROOT), env.get("PYTHONPATH", "")]))
-        threads = spec.get("threads", 1)
+        threads = spec.options.threads
         cores.limit_blas_threads(threads, env)  # its share of the cores (the server's numpy has it already)
-        libraries = {s.library for s in stages.resolve(spec["stage_ids"])}
+        libraries = {s.library for s in stages.resolve(spec.options.stage_ids)}
         self.server = forkservers.of_this_thread(forkservers.heaviest(libraries), threads)
         # one probe per batch (or Dask worker) process, not per grading: the same machine, the same course
-        spec = {**spec, "result": self.result, "parent": self.server.proc.pid,
-                "probed": isolation.probe().to_json()}
+        given = {"spec": spec.to_json(), "result": self.result, "probed": isolation.probe().to_json()}
         self.forked, self.not_started = None, ""
         with open(self.stderr, "wb") as err, open(os.devnull, "wb") as out:
             try:
-                self.forked = self.server.fork_module(MODULE, [json.dumps(spec)], env, cwd=str(paths.ROOT),
+                self.forked = self.server.fork_module(MODULE, [json.dumps(given)], env, cwd=str(paths.ROOT),
                                                       path=env["PYTHONPATH"].split(os.pathsep), stdout=out.fileno(),
                                                       stderr=err.fileno())
             except forkservers.ForkServerFailed as exc:
@@ -226,8 +212,9 @@ class GradingProcess:
         if self.forked:
             forkservers.kill_group(self.forked.pid)
 
-    def _failed(self, error: str) -> Outcome:
-        return Outcome(Status.ERROR, error=error, worker=self.worker, seconds=time.monotonic() - self.start)
+    def _failed(self, error: str, retry: bool = False) -> Outcome:
+        return Outcome(Status.ERROR, error=error, worker=self.worker, seconds=time.monotonic() - self.start,
+                       retry=retry)
 
     def _read(self, code: int) -> Outcome:
         try:
@@ -238,7 +225,7 @@ class GradingProcess:
             return self._failed(f"the grading process {how} without a result" + (f": {tail}" if tail else ""))
         return Outcome(Status(data["status"]), report=data.get("report"), error=data.get("error", ""),
                        worker=self.worker, seconds=time.monotonic() - self.start,
-                       suite_hash=data.get("suite_hash") or "")
+                       suite_hash=data.get("suite_hash") or "", retry=bool(data.get("retry")))
 
     def finish(self, timeout_s: float) -> Outcome:
         """Wait for the outcome; past ``timeout_s`` seconds kill the grading and say so."""
@@ -249,8 +236,8 @@ class GradingProcess:
                 code = self.server.finish(self.forked, timeout_s)
             except forkservers.ForkServerFailed as exc:
                 return self._failed(f"the grading process was lost: {exc}")
-            if code is None:
-                return self._failed(f"grading took longer than {timeout_s:.0f} s and was stopped")
+            if code is None:  # a hung grading, or one the machine's load starved: graded again later
+                return self._failed(f"grading took longer than {timeout_s:.0f} s and was stopped", retry=True)
             return self._read(code)
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)

@@ -20,26 +20,29 @@ Visibility (``stage.toml``) on the per-submission page, which is meant for the s
   (``write_all(..., reveal_after_due=True)``) to publish their feedback afterwards.
 
 The class report (``class.html``) is for instructors and shows every test's
-feedback, hidden ones included: do not publish it.
+feedback, hidden ones included: do not publish it. It is in the batch's language
+(``--lang`` or course.toml's ``language``), as are the frame of the students' pages.
 """
 from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import jinja2
 from markupsafe import Markup
 
 from grader import i18n
 from grader.engine.atomic import write_bytes
+from grader.engine.feedback_groups import diagnosis_key, group_failures
 from grader.engine.report import StageResult, StageStatus, TestResult, TestStatus
 from grader.engine.table import STATUS_WORDS
 
-from .rows import Row, Status
+from .rows import STATUS_WORDS as ROW_WORDS
+from .rows import Row, Status, unfinished
 
 STATUS_COLOUR = {"graded": "#0969da", "outdated": "#9a6700", "pending": "#6e7781", "unreadable": "#cf222e",
                  "passed": "#1a7f37", "failed": "#cf222e", "error": "#cf222e", "timeout": "#9a6700",
@@ -67,9 +70,12 @@ def _translate(context, msgid: str, **params) -> str:
     return i18n.render(i18n.tr(msgid, **params), context.get("lang", "en"))
 
 
+WORDS = {**STATUS_WORDS, **ROW_WORDS}  # a test's, a stage's or a row's status, as the pages say it
+
+
 @jinja2.pass_context
 def _status_word(context, status: str) -> str:
-    return i18n.render(STATUS_WORDS.get(status, status), context.get("lang", "en"))
+    return i18n.render(WORDS.get(status, status), context.get("lang", "en"))
 
 
 _env.globals.update({"_": _translate, "status_word": _status_word})
@@ -124,16 +130,22 @@ def _student_view(test: TestResult, reveal_after_due: bool) -> dict:
     failed = test.status is not TestStatus.PASSED
     return {"test": test, "visibility": vis,
             "feedback": test.feedback if failed and shown else "",
-            "withheld": vis if failed and not shown else ""}
+            "withheld": vis if failed and not shown else "",
+            "covers": [], "same_as": ""}  # a repeated feedback: the tests it also covers, or the test that says it
 
 
 def _stage_view(stage: StageResult, reveal_after_due: bool) -> dict:
     """A stage on its student's page: whether it lost points, its failing and its passing tests (as the student
     may see them)."""
     passing = [t for t in stage.tests if t.status is TestStatus.PASSED]
-    failing = [t for t in stage.tests if t.status is not TestStatus.PASSED]
-    return {"stage": stage, "lost": stage.score < stage.max_score - 1e-9,
-            "failing": [_student_view(t, reveal_after_due) for t in failing],
+    failing = [_student_view(t, reveal_after_due) for t in stage.tests if t.status is not TestStatus.PASSED]
+    shown = [v for v in failing if v["feedback"]]
+    for group in group_failures([SimpleNamespace(feedback=v["feedback"], view=v) for v in shown]):
+        first, *rest = (t.view for t in group.tests)  # a repeated feedback once, naming the tests it covers
+        first["covers"] = [v["test"].name for v in rest]
+        for v in rest:
+            v["feedback"], v["same_as"] = "", first["test"].name
+    return {"stage": stage, "lost": stage.score < stage.max_score - 1e-9, "failing": failing,
             "passing": [_student_view(t, reveal_after_due) for t in passing]}
 
 
@@ -152,31 +164,30 @@ def submission_page(row: Row, chosen=(), *, reveal_after_due: bool = False, clas
 
 # ---------------------------------------------------------------- the class report
 
-_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
-
-
-def diagnosis_key(feedback: str) -> str:
-    """Feedback with the numbers blanked: the same mistake on different data groups together."""
-    text = _NUMBER.sub("#", feedback or "")
-    return re.sub(r"\s+", " ", text).strip()[:400]
-
-
 def _function_of(test_id: str) -> str:
     return test_id.split("[", 1)[0]
 
 
-def _test_functions(stage: StageResult) -> tuple[dict, dict]:
-    """The stage's test functions, each with its first case, and those that failed, each with its first failing case."""
-    tried, failed = {}, {}
+def _test_functions(stage: StageResult) -> tuple[dict, dict, bool]:
+    """The stage's test functions that were attempted, each with its first case; those that failed, each with its
+    first failing case; and whether some were left as stubs (a function whose failing case raised the
+    starter's NotImplementedError was not attempted)."""
+    tried, failed, stubs = {}, {}, set()
     for t in stage.tests:
-        tried.setdefault(_function_of(t.id), t)
+        fn = _function_of(t.id)
+        if unfinished(t):
+            stubs.add(fn)
+        tried.setdefault(fn, t)
         if t.status is not TestStatus.PASSED:
-            failed.setdefault(_function_of(t.id), t)
-    return tried, failed
+            failed.setdefault(fn, t)
+    return ({fn: t for fn, t in tried.items() if fn not in stubs},
+            {fn: t for fn, t in failed.items() if fn not in stubs}, bool(stubs))
 
 
 def class_stats(rows: list[Row], chosen=()) -> dict:
-    """Numbers behind the class report (also handy for tests and notebooks)."""
+    """Numbers behind the class report (also handy for tests and notebooks). The most-failed tests count only
+    what was attempted: a stage not handed in, or whose module does not import, and a test whose function is
+    still the starter's stub are counted apart (``not_importable``, ``unfinished``)."""
     graded = [r for r in rows if r.has_grade]
     reports = [r.graded for r in graded]
     stage_ids = [s.id for s in chosen] or sorted({s.id for rep in reports for s in rep.stages})
@@ -186,6 +197,7 @@ def class_stats(rows: list[Row], chosen=()) -> dict:
     diagnoses = defaultdict(Counter)      # test function -> diagnosis key -> submissions
     examples = {}
     unfinished = defaultdict(set)         # stage -> students with stubs still raising NotImplementedError
+    not_importable = defaultdict(set)     # stage -> students whose module does not import
     for r, rep in zip(graded, reports):
         for s in rep.stages:
             stage_max.setdefault(s.id, s.max_score)
@@ -193,57 +205,70 @@ def class_stats(rows: list[Row], chosen=()) -> dict:
                 per_stage[s.id].append(s.score)
             if s.status is StageStatus.MISSING:
                 continue
-            tried, failed = _test_functions(s)
+            if s.import_error:
+                not_importable[s.id].add(r.job.id)
+                continue
+            tried, failed, stubs = _test_functions(s)
+            if stubs:
+                unfinished[s.id].add(r.job.id)
             for fn, t in tried.items():
                 names.setdefault(fn, t.name)
                 vis.setdefault(fn, t.visibility)
                 attempts[fn] += 1
             for fn, t in failed.items():
                 fails[fn] += 1
-                if "NotImplementedError" in t.feedback:  # a stub left as is: not a mistake
-                    unfinished[s.id].add(r.job.id)
-                    continue
                 key = f"[{t.status.value}] " + diagnosis_key(t.feedback)
                 diagnoses[fn][key] += 1
                 examples.setdefault((fn, key), t.feedback)
     totals = [rep.score for rep in reports]
     return {"graded": graded, "stage_ids": stage_ids, "per_stage": per_stage, "stage_max": stage_max,
             "fails": fails, "attempts": attempts, "names": names, "visibility": vis,
-            "diagnoses": diagnoses, "examples": examples, "totals": totals, "unfinished": unfinished}
+            "diagnoses": diagnoses, "examples": examples, "totals": totals, "unfinished": unfinished,
+            "not_importable": not_importable}
 
 
-def class_page(rows: list[Row], chosen=(), *, suite: str = "", run_id=None, top: int = 15) -> str:
-    """The instructors' report: score distributions, most-failed tests, most frequent mistakes, every submission."""
+def class_page(rows: list[Row], chosen=(), *, suite: str = "", run_id=None, top: int = 15, lang: str = "en") -> str:
+    """The instructors' report: score distributions, most-failed tests, most frequent mistakes, every submission;
+    in ``lang``."""
+    def say(msg):
+        return i18n.render(msg, lang)
+
     st = class_stats(rows, chosen)
     graded, totals, stage_ids = st["graded"], st["totals"], st["stage_ids"]
     total_max = (sum(s.points for s in chosen if not s.bonus) if chosen
                  else (graded[0].graded.max_score if graded else 0.0))
     # The plots are markup rendered by our own autoescaped templates: Markup() passes them on unescaped.
     plots = [{"id": "plot-total", "stage": False,
-              "svg": Markup(svg_histogram(totals, 0.0, float(total_max or 1), title="total score", bins=10)),
-              "desc": (f"mean {statistics.fmean(totals):.2f}, median {statistics.median(totals):.2f}"
-                       if totals else "no graded submission")}]
+              "svg": Markup(svg_histogram(totals, 0.0, float(total_max or 1), title=say(i18n.tr("total score")),
+                                          xlabel=say(i18n.tr("score")), bins=10)),
+              "desc": say(i18n.tr("mean {mean}, median {median}", mean=f"{statistics.fmean(totals):.2f}",
+                                  median=f"{statistics.median(totals):.2f}")
+                          if totals else i18n.tr("no graded submission"))}]
     for sid in stage_ids:
         vals, mx = st["per_stage"][sid], float(st["stage_max"].get(sid, 1.0))
         full = sum(abs(v - mx) < 1e-9 for v in vals)
         plots.append({"id": f"plot-{sid}", "stage": True,
-                      "svg": Markup(svg_histogram(vals, 0.0, mx, title=sid, bins=min(10, max(4, int(mx) or 4)))),
-                      "desc": (f"mean {statistics.fmean(vals):.2f} / {_fmt(mx)}, full marks {full}/{len(vals)}"
-                               if vals else "no data")})
+                      "svg": Markup(svg_histogram(vals, 0.0, mx, title=sid, xlabel=say(i18n.tr("score")),
+                                                  bins=min(10, max(4, int(mx) or 4)))),
+                      "desc": say(i18n.tr("mean {mean} / {max_score}, full marks {full}/{count}",
+                                          mean=f"{statistics.fmean(vals):.2f}", max_score=_fmt(mx), full=full,
+                                          count=len(vals))
+                                  if vals else i18n.tr("no data"))})
     ranked = sorted(st["fails"], key=lambda fn: (-st["fails"][fn] / max(st["attempts"][fn], 1), fn))[:top]
     failed = [{"fn": fn, "name": st["names"].get(fn, fn), "visibility": st["visibility"].get(fn, ""),
                "fails": st["fails"][fn], "attempts": st["attempts"][fn],
                "share": st["fails"][fn] / max(st["attempts"][fn], 1)} for fn in ranked]
     failed_bars = Markup(svg_hbars([(f"{f['fn'].split('::')[0]}: {f['name']}", f["share"],
                                      f"{f['fails']}/{f['attempts']}") for f in failed],
-                                   title="share of submissions failing the test"))
+                                   title=say(i18n.tr("share of submissions failing the test"))))
     groups = sorted(((count, fn, key) for fn, c in st["diagnoses"].items() for key, count in c.items()),
                     key=lambda g: (-g[0], g[1], g[2]))[:top * 2]
     students = [_student_line(r, stage_ids) for r in rows]
-    return render("class.html", n_rows=len(rows), n_graded=len(graded), suite=suite, run_id=run_id,
+    return render("class.html", lang=lang, n_rows=len(rows), n_graded=len(graded), suite=suite, run_id=run_id,
                   now=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                   plots=plots, failed=failed, failed_bars=failed_bars,
                   unfinished=[(sid, len(v)) for sid, v in sorted(st["unfinished"].items()) if v],
+                  not_importable=[(sid, sorted(v)) for sid, v in sorted(st["not_importable"].items()) if v],
                   diagnoses=[{"count": count, "fn": fn, "name": st["names"].get(fn, fn),
                               "example": st["examples"][(fn, key)]} for count, fn, key in groups],
                   stage_ids=stage_ids, students=students, any_late=any(s["late"] for s in students),
@@ -262,7 +287,7 @@ def _student_line(row: Row, stage_ids: list) -> dict:
 def write_all(folder, rows: list[Row], chosen=(), *, suite: str = "", run_id=None,
               reveal_after_due: bool = False, lang: str = "en") -> None:
     """``folder/<slug>.html`` per submission (pending ones are skipped; each in its report's language, else
-    ``lang``) and ``folder/class.html`` (instructors only: English)."""
+    ``lang``) and ``folder/class.html`` (instructors only, in ``lang``)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for r in rows:
@@ -270,4 +295,4 @@ def write_all(folder, rows: list[Row], chosen=(), *, suite: str = "", run_id=Non
             continue
         write_bytes(str(folder / f"{r.job.slug}.html"),
                     submission_page(r, chosen, reveal_after_due=reveal_after_due, lang=lang).encode())
-    write_bytes(str(folder / "class.html"), class_page(rows, chosen, suite=suite, run_id=run_id).encode())
+    write_bytes(str(folder / "class.html"), class_page(rows, chosen, suite=suite, run_id=run_id, lang=lang).encode())

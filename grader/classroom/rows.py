@@ -7,13 +7,14 @@ after the late policy one more (``final``), instead of each output picking a dic
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from grader.engine import report
 from grader.engine.atomic import write_json
-from grader.engine.report import Report
+from grader.engine.report import Report, StageResult, StageStatus, TestResult, TestStatus
+from grader.i18n import tr
 
 from .discovery import Job
 
@@ -38,6 +39,38 @@ class Status(str, Enum):
         return format(self.value, spec)
 
 
+# A row's status as the instructor's console and pages say it (grades.csv keeps the English values).
+STATUS_WORDS = {Status.GRADED.value: tr("graded"), Status.OUTDATED.value: tr("outdated"),
+                Status.PENDING.value: tr("pending"), Status.UNREADABLE.value: tr("unreadable"),
+                Status.ERROR.value: tr("error")}
+
+
+class StageState(str, Enum):
+    """What a stage's score stands for in a row (grades.csv's ``<stage> status``)."""
+    GRADED = "graded"
+    NOT_HANDED_IN = "not handed in"      # not in the submission, or still the starter's stubs
+    DOES_NOT_IMPORT = "does not import"  # followed by the error's first line
+    GRADER_ERROR = "grader error"        # the grading of the submission failed (the row's error says why)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def unfinished(test: TestResult) -> bool:
+    """The test failed on a stub left as the starter gave it (NotImplementedError, raised where a value or
+    another exception was expected): not an attempt."""
+    return test.status in (TestStatus.ERROR, TestStatus.FAILED) and "NotImplementedError" in test.feedback
+
+
+def stage_state(stage: StageResult | None) -> str:
+    """A graded stage's state (``StageState``; ``does not import: <first line>``)."""
+    if stage is None or stage.status is StageStatus.MISSING or (stage.tests and all(map(unfinished, stage.tests))):
+        return str(StageState.NOT_HANDED_IN)
+    if stage.import_error:
+        return f"{StageState.DOES_NOT_IMPORT}: {stage.import_error}"
+    return str(StageState.GRADED)
+
+
 @dataclass(frozen=True)
 class FinalScores:
     """A graded row's grades after the late policy (as the tests gave them when there is none)."""
@@ -56,6 +89,7 @@ class Row:
     error: str = ""
     graded_at: str | None = None     # ISO 8601, UTC
     late: dict | None = None         # the report's ``late`` object, once the late policy applied
+    _typed: tuple = field(default=(None, None), init=False, repr=False, compare=False)  # (report, its types)
 
     @property
     def has_grade(self) -> bool:
@@ -63,14 +97,32 @@ class Row:
 
     @property
     def graded(self) -> Report | None:
-        """The report as types, when the row comes with scores."""
-        return Report.from_json(self.report) if self.has_grade else None
+        """The report as types, when the row comes with scores: built once for every output that reads the row
+        (again only when the report is replaced, as the late policy's step does)."""
+        if not self.has_grade:
+            return None
+        built_from, typed = self._typed
+        if built_from is not self.report:
+            typed = Report.from_json(self.report)
+            self._typed = (self.report, typed)
+        return typed
 
     @property
     def scores(self) -> dict:
         """Stage id -> score as the tests gave it (empty without a grade)."""
         rep = self.graded
         return {s.id: s.score for s in rep.stages} if rep else {}
+
+    def stage_states(self, stage_ids: list) -> list[str]:
+        """Each stage's state (``stage_state``): every stage is a grader error when the grading failed, not
+        handed in when nothing could be read; empty while pending."""
+        if self.status is Status.PENDING:
+            return [""] * len(stage_ids)
+        if self.status is Status.ERROR:
+            return [str(StageState.GRADER_ERROR)] * len(stage_ids)
+        rep = self.graded
+        stages = {s.id: s for s in rep.stages} if rep else {}
+        return [stage_state(stages.get(sid)) for sid in stage_ids]
 
     @property
     def final(self) -> FinalScores | None:

@@ -83,8 +83,10 @@ from copydetect import CodeFingerprint, compare_files
 from markupsafe import Markup
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+from grader import i18n
 from grader.engine import paths, stages, submission
 from grader.engine.atomic import write_bytes
+from grader.i18n import languages, render, tr
 
 from . import html_report, spreadsheet
 from .discovery import Job, discover
@@ -131,12 +133,13 @@ def read_modules(job, chosen, log, kind: str = "student", name: str | None = Non
             try:
                 author.modules[s.id] = p.read_bytes().decode("utf-8")
             except UnicodeDecodeError as exc:
-                log(f"skipped {name} {s.id}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+                log(tr("skipped {student} {stage}: not UTF-8 text ({reason} at byte {byte})", student=name,
+                       stage=s.id, reason=exc.reason, byte=exc.start))
         return author
     except submission.UnreadableSubmission as exc:
-        log(f"skipped {name}: {exc}")
+        log(tr("skipped {student}: {problem}", student=name, problem=i18n.of(exc)))
     except OSError as exc:
-        log(f"skipped {name}: cannot be read ({exc})")
+        log(tr("skipped {student}: cannot be read ({problem})", student=name, problem=str(exc)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return None
@@ -147,7 +150,7 @@ def read_all(jobs, chosen, log, kind="student", prefix="") -> list:
     authors = []
     for job in jobs:
         if getattr(job, "unreadable", ""):
-            log(f"skipped {prefix}{job.id}: {job.unreadable}")
+            log(tr("skipped {student}: {problem}", student=prefix + job.id, problem=job.unreadable))
             continue
         author = read_modules(job, chosen, log, kind, prefix + job.id)
         if author is not None:
@@ -308,13 +311,15 @@ def analyse(authors, chosen, k: int = K, window: int = WINDOW) -> Result:
     return Result(matches, rank(matches), authors, texts)
 
 
-def report_here(out_dir, jobs, chosen, *, references=(), log=print, top: int = TOP) -> Result:
+def report_here(out_dir, jobs, chosen, *, references=(), log=print, top: int = TOP, language: str = "en") -> Result:
     """``write_report``'s work, in this process: its figures move with this process's hash salt
-    unless PYTHONHASHSEED is set (``write_report`` sets it)."""
+    unless PYTHONHASHSEED is set (``write_report`` sets it). The page and the lines about what was
+    skipped are in ``language``."""
     out_dir = Path(out_dir)
     skipped = []
 
     def note(line):
+        line = render(line, language)
         skipped.append(line)
         log(line)
 
@@ -324,7 +329,7 @@ def report_here(out_dir, jobs, chosen, *, references=(), log=print, top: int = T
     result.csv, result.html = out_dir / "similarity.csv", out_dir / "html" / "similarity.html"
     write_csv(result.csv, result.matches)
     write_pairs_csv(out_dir / "similarity-pairs.csv", result.pairs)
-    write_bytes(str(result.html), page(result, chosen, top=top).encode())
+    write_bytes(str(result.html), page(result, chosen, top=top, language=language).encode())
     readable_outputs(out_dir)
     return result
 
@@ -350,10 +355,12 @@ def _summary(result: Result, out_dir: Path, top: int) -> dict:
             "n_authors": len(result.authors), "top": rows, "skipped": result.skipped}
 
 
-def write_report(out_dir, jobs, chosen, *, references=(), log=print, top: int = TOP) -> Summary | None:
+def write_report(out_dir, jobs, chosen, *, references=(), log=print, top: int = TOP,
+                 language: str = "en") -> Summary | None:
     """Compare the submissions ``jobs`` (``discovery.discover``'s) and the entries of the folders
     ``references`` on the stages ``chosen``; write ``OUT/similarity.csv`` (every stage pair),
-    ``OUT/similarity-pairs.csv`` (the ranking) and ``OUT/html/similarity.html``.
+    ``OUT/similarity-pairs.csv`` (the ranking) and ``OUT/html/similarity.html`` (in ``language``; the CSV
+    files keep their English column names).
 
     The work runs in a child Python with ``PYTHONHASHSEED`` fixed: copydetect hashes k-grams with
     ``hash()``, salted per process, and which of them a window keeps depends on the hash values, so
@@ -362,6 +369,7 @@ def write_report(out_dir, jobs, chosen, *, references=(), log=print, top: int = 
     module that cannot be read is skipped with a line to ``log``; None (and a line) if the child failed.
     """
     request = {"out_dir": str(Path(out_dir).resolve()), "stages": [s.id for s in chosen], "top": top,
+               "language": language,
                "references": [str(Path(r).resolve()) for r in references],
                "jobs": [{"id": j.id, "slug": j.slug, "path": j.path, "format": j.format.value,
                          "unreadable": getattr(j, "unreadable", "")} for j in jobs]}
@@ -370,7 +378,8 @@ def write_report(out_dir, jobs, chosen, *, references=(), log=print, top: int = 
     proc = subprocess.run([sys.executable, "-m", "grader.classroom.similarity"], input=json.dumps(request),
                           stdout=subprocess.PIPE, text=True, env=env, check=False)
     if proc.returncode != 0:
-        log(f"the similarity report failed (exit code {proc.returncode}); nothing was written")
+        log(render(tr("the similarity report failed (exit code {code}); nothing was written",
+                      code=proc.returncode), language))
         return None
     summary = Summary(**json.loads(proc.stdout))
     for line in summary.skipped:
@@ -384,7 +393,7 @@ def _child() -> int:
     jobs = [Job(**j) for j in request["jobs"]]
     chosen = stages.resolve(request["stages"])
     result = report_here(request["out_dir"], jobs, chosen, references=request["references"],
-                         log=lambda line: None, top=request["top"])
+                         log=lambda line: None, top=request["top"], language=request["language"])
     json.dump(_summary(result, Path(request["out_dir"]), request["top"]), sys.stdout)
     return 0
 
@@ -430,8 +439,9 @@ def _side_by_side(m: Match, texts: dict) -> dict:
             "right": segments(right, ranges(m.slices_b, len(right)))}
 
 
-def page(result: Result, chosen, *, top: int = TOP) -> str:
-    """The instructors' page: the ranking, the top pairs side by side, a table and histogram per stage."""
+def page(result: Result, chosen, *, top: int = TOP, language: str = "en") -> str:
+    """The instructors' page: the ranking, the top pairs side by side, a table and histogram per stage; in
+    ``language``."""
     kinds = {a.id: a.kind for a in result.authors}
     shown = []
     for n, pair in enumerate(result.pairs[:top], start=1):
@@ -446,12 +456,12 @@ def page(result: Result, chosen, *, top: int = TOP) -> str:
         ms = sorted((m for m in result.matches if m.stage == s.id), key=lambda m: (-m.score, m.a, m.b))
         handed = len(result.texts.get(s.id, {}))
         plot = html_report.svg_histogram([m.score for m in ms], 0.0, 1.0, bins=20, title=s.id,
-                                         xlabel="score (the larger similarity of the pair)")
+                                         xlabel=render(tr("score (the larger similarity of the pair)"), language))
         per_stage.append({"stage": s, "handed": handed, "n": len(ms), "flagged": sum(m.flagged for m in ms),
                           "rows": ms[:STAGE_ROWS],
                           "plot": Markup(plot)})  # our own autoescaped SVG template, as in class.html
     return html_report.render(
-        "similarity.html", now=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "similarity.html", lang=language, now=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         n_students=sum(k == "student" for k in kinds.values()),
         n_references=sum(k == "reference" for k in kinds.values()), kinds=kinds,
         k=K, window=WINDOW, flag=FLAG, shown=shown, anchors=anchors, ranking=ranking, per_stage=per_stage,
@@ -479,24 +489,32 @@ def _latest_run(out_dir: Path, url: str | None):
     return runs[-1] if runs else None
 
 
-def compare_folder(out_dir: Path, subs, chosen, references=()) -> int:
+def compare_folder(out_dir: Path, subs, chosen, references=(), language: str = "en") -> int:
     """Compare the submissions in ``subs`` (and the entries of the ``references`` folders) on the stages
-    ``chosen``, write the outputs into ``out_dir`` and print the top pairs; the exit code (0, 2: a folder
-    is not one, 1: the comparison failed). ``grader similarity`` and ``batch --similarity`` end here."""
+    ``chosen``, write the outputs into ``out_dir`` and print the top pairs, in ``language``; the exit code (0,
+    2: a folder is not one, 1: the comparison failed). ``grader similarity`` and ``batch --similarity`` end
+    here."""
+    def say(msg, **kw):
+        print(render(msg, language), **kw)
+
     for folder in [subs, *references]:
         if not Path(folder).is_dir():
-            print(f"error: {folder} is not a folder of submissions", file=sys.stderr)
+            say(tr("error: {problem}", problem=tr("{folder} is not a folder of submissions", folder=folder)),
+                file=sys.stderr)
             return 2
     jobs, _ = discover(Path(subs), exclude=[out_dir])
-    summary = write_report(out_dir, jobs, chosen, references=references, log=lambda line: print(line, file=sys.stderr))
+    summary = write_report(out_dir, jobs, chosen, references=references, language=language,
+                           log=lambda line: print(line, file=sys.stderr))
     if summary is None:
         return 1
-    print(f"{summary.n_authors} submissions and reference entries compared on "
-          f"{', '.join(s.id for s in chosen)}; a stage pair is flagged at {FLAG:.0%}")
+    say(tr("{count} submissions and reference entries compared on {stages}; a stage pair is flagged at {share}",
+           count=summary.n_authors, stages=", ".join(s.id for s in chosen), share=f"{FLAG:.0%}"))
     for n, row in enumerate(summary.top, start=1):
-        print(f"{n:3}. {row['a']} & {row['b']}: {row['flagged']} of {row['compared']} stages flagged, "
-              f"highest {row['best']:.0%} ({row['best_stage']}), mean {row['mean']:.0%}")
-    print(f"page: {summary.html}\ntables: {summary.csv}, {summary.pairs_csv}")
+        say(tr("{rank}. {a} & {b}: {flagged} of {compared} stages flagged, highest {best} ({stage}), mean {mean}",
+               rank=f"{n:3}", a=row["a"], b=row["b"], flagged=row["flagged"], compared=row["compared"],
+               best=f"{row['best']:.0%}", stage=row["best_stage"], mean=f"{row['mean']:.0%}"))
+    say(tr("page: {page}", page=summary.html))
+    say(tr("tables: {tables}", tables=f"{summary.csv}, {summary.pairs_csv}"))
     return 0
 
 
@@ -517,7 +535,8 @@ def main(args) -> int:
         return 2
     stage_ids = [s for s in (args.stages or "").split(",") if s] or (
         run["stages"].split(",") if run and run.get("stages") else None)
-    return compare_folder(out_dir, subs, stages.resolve(stage_ids), args.reference or ())
+    return compare_folder(out_dir, subs, stages.resolve(stage_ids), args.reference or (),
+                          languages.for_command("similarity", args.lang))
 
 
 if __name__ == "__main__":

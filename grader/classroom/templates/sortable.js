@@ -6,7 +6,7 @@
   }
   document.querySelectorAll('table.sortable').forEach(function (table) {
     table.querySelectorAll('th').forEach(function (th, col) {
-      th.classList.add('sortable'); th.title = 'sort';
+      th.classList.add('sortable'); th.title = document.body.getAttribute('data-sort-title') || 'sort';
       th.addEventListener('click', function () {
         var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
         var dir = th.getAttribute('data-dir') === 'asc' ? -1 : 1;
