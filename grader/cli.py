@@ -2,8 +2,9 @@
 
 Exit codes: 0 grading ran (whatever the score); 2 usage error (a bad option, an unknown
 stage) or unreadable submission; 1 the grader could not grade: the isolation asked for
-(or, on the hidden suites, any at all) is not available, one line on stderr and no
-report; or a bug in the grader itself (any other exception, with its trace).
+(or, on the hidden suites, any at all) is not available, or the Python running it lacks a
+package it needs (one line on stderr naming it and the command to use, no report); or a bug
+in the grader itself (any other exception, with its trace).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import sys
 import traceback
 
 from grader.engine import paths
+
+ALL_STAGES = "all"  # `check all [PATH]`: every stage, so that a folder can follow (the Makefiles' `check`)
 
 
 def _stage_list(value: str | None):
@@ -39,12 +42,12 @@ def _before_numpy(args, threads: int) -> None:
 def cmd_check(args) -> int:
     _before_numpy(args, threads=1)
     from grader.engine import run, table  # start-up: each command imports only what it runs
-    stage_ids = [args.stage] if args.stage else None
-    rep = run.grade(args.path, kind="public", stage_ids=stage_ids, isolation=args.isolation,
-                    submission_id=os.path.basename(os.path.abspath(args.path)), pytest_here=True,
-                    validate=False, language=language(args))
-    _say_isolation(rep)
-    table.print_report(rep)
+    from grader.engine.options import GradingOptions  # start-up
+    stage_ids = [args.stage] if args.stage and args.stage != ALL_STAGES else None
+    options = GradingOptions(kind="public", stage_ids=stage_ids, isolation=args.isolation, pytest_here=True,
+                             validate=False, language=language(args))
+    rep = run.grade(args.path, options, submission_id=os.path.basename(os.path.abspath(args.path)))
+    table.print_report(rep)  # how the work was confined: one plain line when it was less than strict
     if args.github:
         from grader.engine import github_actions  # start-up
         github_actions.publish(rep)
@@ -61,9 +64,11 @@ def cmd_grade(args) -> int:
     threads = args.threads or cores.available()
     _before_numpy(args, threads)
     from grader.engine import gradescope, run, table  # start-up
-    rep = run.grade(args.submission, kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
-                    submission_id=args.id, threads=threads,
-                    allow_readable_secrets=args.allow_readable_secrets, seed=args.seed, language=language(args))
+    from grader.engine.options import GradingOptions  # start-up
+    options = GradingOptions(kind="hidden", stage_ids=_stage_list(args.stages), isolation=args.isolation,
+                             threads=threads, allow_readable_secrets=args.allow_readable_secrets, seed=args.seed,
+                             language=language(args))
+    rep = run.grade(args.submission, options, submission_id=args.id)
     _say_isolation(rep)
     if args.format == "gradescope":
         payload = gradescope.results_json(rep)
@@ -81,7 +86,11 @@ def cmd_grade(args) -> int:
 
 def cmd_release(args) -> int:
     from grader.authoring import release  # start-up; authoring/ is not in the student bundle
-    release.build(args.out_dir)
+    try:
+        release.build(args.out_dir)
+    except FileExistsError as exc:
+        print(f"error: {exc}: give a new or empty folder", file=sys.stderr)
+        return 2
     print(f"student bundle written to {args.out_dir}")
     return 0
 
@@ -96,7 +105,7 @@ def cmd_gradescope(args) -> int:
 def cmd_classroom(args) -> int:
     from grader.authoring import github_template  # start-up; authoring/ is not in the student bundle
     try:
-        github_template.build(args.out_dir)
+        github_template.build(args.out_dir, language=language(args))
     except FileExistsError as exc:
         print(f"error: {exc}: give a new or empty folder", file=sys.stderr)
         return 2
@@ -124,18 +133,25 @@ def cmd_collect(args) -> int:
         return 1
 
 
-def _add_lang(command, default: str) -> None:
+def _add_lang(command, default: str, what: str = "the feedback, test names and table") -> None:
     command.add_argument("--lang", choices=["en", "ko", "both"],
-                         help=f"the language of the feedback, test names and table ({default}); "
-                              "both: Korean with the English beneath")
+                         help=f"the language of {what} ({default}); both: Korean with the English beneath")
+
+
+def _add_isolation(command) -> None:
+    command.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded"],
+                         help="how the student's code is confined: auto, the strongest this machine allows "
+                              "(default); strict, refuse to run with less than every guarantee (exit 1); "
+                              "degraded, no confinement at all (to look into the grader itself)")
 
 
 def _add_check(sub) -> None:
     c = sub.add_parser("check", help="run the public tests on your work (default: starter/)")
-    c.add_argument("stage", nargs="?", help="a stage id, e.g. a02_softmax, a02 or 2 (default: all)")
-    c.add_argument("path", nargs="?", default=str(paths.STARTER), help="folder, .zip or notebook")
+    c.add_argument("stage", nargs="?", help="a stage id, e.g. a02_softmax, a02 or 2, or all (default: all)")
+    c.add_argument("path", nargs="?", default=str(paths.STARTER),
+                   help="your work: a folder, a .zip of it or a notebook (default: starter/)")
     _add_lang(c, "default: from LANG/LC_ALL, e.g. LANG=ko_KR.UTF-8 for Korean")
-    c.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded"])
+    _add_isolation(c)
     c.add_argument("--github", action="store_true",
                    help="in a GitHub Actions step: each stage's points as a notice, in the step's summary and "
                         "in $RUNNER_TEMP/public-points.tsv (python -m grader.engine.github_actions adds them up)")
@@ -147,9 +163,10 @@ def _add_grade(sub) -> None:
     g.add_argument("submission", nargs="?", default=str(paths.SOLUTIONS))
     g.add_argument("--stages", help="comma-separated stage ids (default: all)")
     g.add_argument("--out", help="write the report here (JSON)")
-    g.add_argument("--format", choices=["json", "gradescope"], default="json")
+    g.add_argument("--format", choices=["json", "gradescope"], default="json",
+                   help="what --out holds: the schema-v1 report (json, the default) or Gradescope's results.json")
     g.add_argument("--id", help="submission id in the report (default: the file or folder name)")
-    g.add_argument("--isolation", default="auto", choices=["auto", "strict", "degraded"])
+    _add_isolation(g)
     g.add_argument("--threads", type=int, default=None,
                    help="torch threads per worker (default: the cores this process may use, cgroup quota included)")
     g.add_argument("--seed", type=int, help="the seed of the hidden suites' random inputs (default: from the "
@@ -176,6 +193,8 @@ def _add_builds(sub) -> None:
                                           "organisation's template): the student bundle and a workflow that "
                                           "shows the public points of every push")
     gc.add_argument("out_dir")
+    _add_lang(gc, "default: course.toml's language", "the template's README.md (en: README.ko.md beside it; "
+                                                      "ko: README.en.md beside it)")
     gc.set_defaults(func=cmd_classroom)
 
 
@@ -185,14 +204,19 @@ def _add_batch(sub) -> None:
     b.add_argument("--workers", type=int, default=None,
                    help="gradings at a time (default: the cores this process may use, cgroup quota included)")
     b.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite file in --out)")
-    b.add_argument("--out", default="grading-out")
-    b.add_argument("--stages")
-    _add_lang(b, "default: course.toml's language (of --course)")
-    b.add_argument("--executor", choices=["local", "dask"], default="local")
+    b.add_argument("--out", default="grading-out",
+                   help="the output folder: grades.csv, grades-canvas.csv, reports/, html/, the gradebook "
+                        "(default: grading-out)")
+    b.add_argument("--stages", help="comma-separated stage ids (default: all)")
+    _add_lang(b, "default: course.toml's language (of --course)",
+              "the reports, the students' pages, the class page and what the batch prints")
+    b.add_argument("--executor", choices=["local", "dask"], default="local",
+                   help="where gradings run: local processes (default), or a Dask cluster (--scheduler)")
     b.add_argument("--scheduler", help="Dask scheduler address for --executor dask")
     b.add_argument("--regrade", action="store_true", help="grade again even if already graded")
     b.add_argument("--reveal-after-due", action="store_true",
-                   help="show after_due_date tests' feedback on the students' pages")
+                   help="show the feedback of tests whose visibility is after_due_date (stage.toml) on the "
+                        "students' pages: give it once the due date has passed")
     b.add_argument("--allow-readable-secrets", action="store_true",
                    help="grade even where the workers could read the hidden tests and solutions (no namespaces)")
     b.add_argument("--course", help="the term's course.toml: deadlines, late days, Canvas (default: the repository's)")
@@ -215,6 +239,7 @@ def _add_similarity(sub) -> None:
                          "author; repeatable)")
     si.add_argument("--stages", help="comma-separated stage ids (default: the latest batch run's, else all)")
     si.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite file in OUT_DIR)")
+    _add_lang(si, "default: course.toml's language", "the page and what the command prints")
     si.set_defaults(func=cmd_similarity)
 
 
@@ -253,8 +278,39 @@ def main(argv=None) -> int:
         return 2 if exc.code else 0
     try:
         return args.func(args)
+    except ModuleNotFoundError as exc:  # before _failed, which imports what may be missing too
+        if not (exc.name or "").startswith("grader"):
+            return _not_installed(exc.name or "?", args, argv)
+        if exc.name in ("grader.authoring", "grader.classroom"):  # the student bundle ships neither
+            print(f"error: `{args.command}` needs the course repository; this copy of the grader (the student "
+                  "bundle) has only `check`", file=sys.stderr)
+            return 2
+        return _failed(exc, args)
     except Exception as exc:  # noqa: BLE001 - sorted out by _failed
         return _failed(exc, args)
+
+
+# The packages whose import name is not the name pip installs them by.
+DISTRIBUTIONS = {"pytest_jsonreport": "pytest-json-report", "yaml": "pyyaml", "sklearn": "scikit-learn"}
+
+
+def _not_installed(module: str, args, argv) -> int:
+    """A Python that lacks a package the grader needs (not a bug): one line, in the command's language, saying
+    which package and the command to use instead; exit 1 (the grader could not run)."""
+    from grader.i18n import render, tr  # start-up: the standard library only
+    venv_python = os.path.relpath(paths.ROOT / ".venv" / "bin" / "python")
+    words = sys.argv[1:] if argv is None else list(argv)
+    again = " ".join([venv_python, "-m", "grader", *words])
+    first = "make check" if args.command == "check" else "make setup"
+    package = DISTRIBUTIONS.get(module.split(".")[0], module.split(".")[0])
+    try:
+        lang = language(args) if hasattr(args, "lang") else "en"
+    except ImportError:  # course.toml's language, read with a parser this Python may lack too (tomli on 3.10)
+        lang = "en"
+    print(render(tr("error: this Python ({python}) has no {package}, which the grader needs. Run `{first}` (it sets "
+                    "up the course's .venv the first time), then use that Python: {again}",
+                    python=sys.executable, package=package, first=first, again=again), lang), file=sys.stderr)
+    return 1
 
 
 def _failed(exc: Exception, args) -> int:

@@ -8,7 +8,12 @@ For each it writes the ``.pot``, merges that into ``ko/LC_MESSAGES/<domain>.po``
 texts added untranslated, texts gone dropped) and compiles the ``.mo`` the grader reads with the
 standard library's gettext. The ``.mo`` is committed, so that a fresh clone, the student bundle and the
 Gradescope zip need no compiling step; ``python -m grader.authoring.messages --check`` (a test runs it)
-fails when the catalogue or the ``.mo`` is behind the code.
+fails when the catalogue or the ``.mo`` is behind the code, and both fail on a translation whose ``{placeholders}``
+are not exactly its text's (:func:`mismatched`).
+
+A placeholder is named for what it holds (``{seconds}``, ``{missing}``), not for the expression that computes
+it; where that is not plain (a unit, what a list holds, English words inside), a comment starting with
+``# i18n:`` on the line right above the ``tr(`` call reaches the translator as the entry's ``#.`` comment.
 """
 from __future__ import annotations
 
@@ -25,9 +30,11 @@ from babel.messages.pofile import read_po, write_po
 
 from ..engine import paths
 from ..i18n import catalogue
+from ..i18n.message import placeholders
 
 LANGUAGES = ("ko",)
 KEYWORDS = {"tr": None, "_": None}  # the text is the first argument
+COMMENT_TAG = "i18n:"  # `# i18n: ...` right above a call: a comment for the translator
 # Each catalogue: its domain, folder and (extraction method, glob under the repository) sources.
 CATALOGUES = {
     catalogue.DOMAIN: (catalogue.LOCALE_DIR, (
@@ -76,7 +83,7 @@ def template(domain: str) -> Catalog:
             if "__pycache__" in path.parts:
                 continue
             for lineno, text, comments, _context in extract_from_file(
-                    method, str(path), keywords=KEYWORDS, comment_tags=("i18n:",), strip_comment_tags=True):
+                    method, str(path), keywords=KEYWORDS, comment_tags=(COMMENT_TAG,), strip_comment_tags=True):
                 if text:
                     pot.add(text, locations=[(str(path.relative_to(paths.ROOT)), lineno)],
                             auto_comments=comments, flags=("python-brace-format",) if "{" in text else ())
@@ -132,6 +139,28 @@ def _ids(cat: Catalog) -> set:
     return {m.id for m in cat if m.id}
 
 
+def mismatched(cat: Catalog) -> list:
+    """The translated entries of ``cat`` whose translation has other placeholders than their text, each in a
+    line: one left out loses a figure from the feedback, one added (or misspelt) fails when it is rendered."""
+    problems = []
+    for m in cat:
+        if not m.id or not m.string or m.fuzzy:
+            continue
+        try:
+            got = placeholders(m.string)
+        except ValueError as exc:  # an unmatched brace
+            problems.append(f"{m.id!r}: the translation is not a format string ({exc})")
+            continue
+        want = placeholders(m.id)
+        if got != want:
+            problems.append(f"{m.id!r}: the translation lacks {sorted(want - got)} and has {sorted(got - want)}")
+    return problems
+
+
+def _mismatched_at(domain: str, language: str, cat: Catalog) -> list:
+    return [f"{po_path(domain, language).relative_to(paths.ROOT)}: {p}" for p in mismatched(cat)]
+
+
 def behind() -> list:
     """What ``make messages`` would change: files whose content is behind the code or the ``.po``."""
     problems = []
@@ -149,8 +178,9 @@ def behind() -> list:
     return problems
 
 
-def write() -> None:
-    """Extract, update each catalogue in each language, compile it."""
+def write() -> list:
+    """Extract, update each catalogue in each language, compile it; what :func:`mismatched` finds."""
+    problems = []
     for domain in CATALOGUES:
         pot = template(domain)
         pot_path(domain).parent.mkdir(parents=True, exist_ok=True)
@@ -162,6 +192,8 @@ def write() -> None:
             mo_path(domain, language).write_bytes(_mo_bytes(po))
             print(f"{language}: {len(translated(po))}/{len(_ids(po))} texts translated "
                   f"({po_path(domain, language).relative_to(paths.ROOT)})")
+            problems += _mismatched_at(domain, language, po)
+    return problems
 
 
 def main(argv=None) -> int:
@@ -169,12 +201,13 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="only say what is behind (exit 1 if anything is)")
     args = parser.parse_args(argv)
     if args.check:
-        problems = behind()
-        for p in problems:
-            print(p, file=sys.stderr)
-        return 1 if problems else 0
-    write()
-    return 0
+        problems = behind() + [p for domain in CATALOGUES for language in LANGUAGES
+                               for p in _mismatched_at(domain, language, read(domain, language))]
+    else:
+        problems = write()
+    for p in problems:
+        print(p, file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

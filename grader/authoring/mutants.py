@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.engine import paths, run, seeds, stages
+from grader.engine.options import GradingOptions
 from grader.i18n import Message, catalogue, localize, render
 
 if sys.version_info >= (3, 11):
@@ -28,6 +29,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (requirements.txt)
     import tomli as tomllib
 
+FULL = GradingOptions()  # the hidden suites, every test: how a mistake is graded unless a caller says otherwise
 
 @dataclass(frozen=True)
 class Mutant:
@@ -77,6 +79,22 @@ def build_submission(mutant: Mutant, dest: Path) -> Path:
     target = dest / stages.get(mutant.stage).module_file
     target.write_text(apply(mutant, target.read_text(encoding="utf-8")), encoding="utf-8")
     return dest
+
+
+def build_cheat(stage: str, cheat_id: str, filling: str, dest: Path) -> Path:
+    """The reference folder with cheat ``cheat_id`` of ``tests/cheats/<stage>.toml`` (a submission that tries to
+    score without doing the work: edits in the catalogue's format) applied to its stage module, and the cheat's
+    ``placeholder`` line replaced by ``filling``: what the student prepared at home (a table, weights)."""
+    with open(paths.CHEATS / f"{stage}.toml", "rb") as f:
+        cheat = next(c for c in tomllib.load(f)["cheat"] if c["id"] == cheat_id)
+    edits = tuple((e["find"], e["replace"]) for e in cheat["edits"])
+    sub = build_submission(Mutant(stage, cheat_id, cheat["description"], (), edits), dest)
+    module = sub / stages.get(stage).module_file
+    source = module.read_text(encoding="utf-8")
+    if source.count(cheat["placeholder"]) != 1:
+        raise ValueError(f"{stage}:{cheat_id}: the placeholder {cheat['placeholder']!r} must occur exactly once")
+    module.write_text(source.replace(cheat["placeholder"], filling), encoding="utf-8")
+    return sub
 
 
 def alternatives(stage: str | None = None) -> list:
@@ -138,10 +156,11 @@ def upstream(stage: str | None = None) -> list:
     return found
 
 
-def grade_upstream(variant: Upstream, dest: Path, mistake: Mutant | None = None, **grade_kwargs) -> dict:
-    """The report of the variant (with ``mistake`` applied) graded with every stage built on it."""
+def grade_upstream(variant: Upstream, dest: Path, mistake: Mutant | None = None,
+                   options: GradingOptions = FULL) -> dict:
+    """The report of the variant (with ``mistake`` applied) graded with every stage built on it, with ``options``."""
     sub = build_alternative(variant.stage, variant.path, dest, mistake)
-    return run.grade(str(sub), stage_ids=variant.graded_with, **grade_kwargs)
+    return run.grade(str(sub), dataclasses.replace(options, stage_ids=variant.graded_with))
 
 
 def upstream_shortfalls(report: dict, mistake: Mutant | None = None) -> list:
@@ -193,10 +212,10 @@ def named_in_korean(mutant: Mutant, stage_entry: dict) -> bool:
     return False
 
 
-def grade_both(mutant: Mutant, sub: Path, **grade_kwargs) -> tuple[dict, bool]:
+def grade_both(mutant: Mutant, sub: Path, options: GradingOptions = FULL) -> tuple[dict, bool]:
     """The mutant's stage entry in English, and whether its Korean feedback names the mistake: one grading
-    (the feedback is rendered in both languages from the same results)."""
-    entry = run.grade(str(sub), stage_ids=[mutant.stage], language=None, **grade_kwargs)["stages"][0]
+    with ``options`` (the feedback is rendered in both languages from the same results)."""
+    entry = run.grade(str(sub), dataclasses.replace(options, stage_ids=[mutant.stage], language=None))["stages"][0]
     return localize(entry, "en"), named_in_korean(mutant, entry)
 
 
@@ -229,28 +248,29 @@ def sweep(n: int, stage: str | None = None, extended: bool = False) -> int:
     bad_lines, shown = [], 0
     with tempfile.TemporaryDirectory() as tmp:
         for k, seed in enumerate(seed_values(n), 1):
-            ref = run.grade(str(paths.SOLUTIONS), stage_ids=chosen, fast_only=True, seed=seed)
+            fast = GradingOptions(fast_only=True, seed=seed)
+            ref = run.grade(str(paths.SOLUTIONS), dataclasses.replace(fast, stage_ids=chosen))
             ref_full = all(s["score"] == s["max_score"] for s in ref["stages"])
             if not ref_full:
                 bad_lines.append(f"seed {seed}: reference {failed_feedback_all(ref)[:600]}")
             fair = []
             for st, path in alternatives(stage):
                 dest = Path(tmp) / f"s{k}" / "alt" / st / path.stem
-                s = run.grade(str(build_alternative(st, path, dest)), stage_ids=[st], fast_only=True,
-                              seed=seed)["stages"][0]
+                s = run.grade(str(build_alternative(st, path, dest)), dataclasses.replace(fast, stage_ids=[st]))
+                s = s["stages"][0]
                 fair.append(s["score"] == s["max_score"])
                 if not fair[-1]:
                     bad_lines.append(f"seed {seed}: UNFAIR alternative {st}/{path.name}: {failed_feedback(s)[:600]}")
             up = []
             for v in upstream(stage):
-                problems = upstream_shortfalls(grade_upstream(v, Path(tmp) / f"s{k}" / "up" / v.key, fast_only=True,
-                                                              seed=seed))
+                problems = upstream_shortfalls(grade_upstream(v, Path(tmp) / f"s{k}" / "up" / v.key, options=fast))
                 up.append(not problems)
                 bad_lines += [f"seed {seed}: UNFAIR upstream {v.key}: {p}" for p in problems]
             verdicts = []
             for m in load(stage, extended):
                 sub = build_submission(m, Path(tmp) / f"s{k}" / m.stage / m.id)
-                s = run.grade(str(sub), stage_ids=[m.stage], fast_only=not m.needs_slow, seed=seed)["stages"][0]
+                s = run.grade(str(sub), dataclasses.replace(fast, stage_ids=[m.stage], fast_only=not m.needs_slow))
+                s = s["stages"][0]
                 verdicts.append(verdict(m, s))
                 if verdicts[-1] != "CAUGHT":
                     bad_lines.append(f"seed {seed}: {verdicts[-1]} {m.key}: {failed_feedback(s)[:600]}")
@@ -300,7 +320,7 @@ def main(argv=None) -> int:
             if only and m.id not in only:
                 continue
             sub = build_submission(m, Path(tmp) / m.stage / m.id)
-            s, named_ko = grade_both(m, sub, fast_only=not m.needs_slow)
+            s, named_ko = grade_both(m, sub, GradingOptions(fast_only=not m.needs_slow))
             verdicts.append(verdict(m, s))
             korean.append(verdicts[-1] == "CAUGHT" and named_ko)
             print(f"{verdicts[-1]:9} {m.key}: {m.description} — {s['score']:.2f}/{s['max_score']:.0f}"
@@ -308,7 +328,8 @@ def main(argv=None) -> int:
             if s["score"] < s["max_score"]:
                 print(f"          {failed_feedback(s)[:600]}")
         for st, path in ([] if only else alternatives(stage)):
-            rep = run.grade(str(build_alternative(st, path, Path(tmp) / "alt" / st / path.stem)), stage_ids=[st])
+            rep = run.grade(str(build_alternative(st, path, Path(tmp) / "alt" / st / path.stem)),
+                            GradingOptions(stage_ids=[st]))
             s = rep["stages"][0]
             fair.append(s["score"] == s["max_score"])
             print(f"{'FULL' if fair[-1] else 'UNFAIR':9} alternative {st}/{path.name} — "

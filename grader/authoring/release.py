@@ -6,11 +6,14 @@ each stage.toml keeps only its public table.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
 
 from grader.engine import paths, stages
+
+from . import pyversions
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -18,6 +21,7 @@ else:  # Python 3.10: the same parser, from PyPI (requirements.txt)
     import tomli as tomllib
 
 STUDENT_FILES = {"requirements.txt": "requirements.txt"}
+STUDENT_DOCS = {"students.md": "README.md", "students.ko.md": "README.ko.md"}  # docs/ page -> the bundle's name
 ASSIGNMENT_SUFFIXES = (".md", ".ipynb", ".tsv", ".csv", ".json", ".jsonl", ".txt", ".py")
 # What of grader/ students get (an allow-list: a new module ships only once it is named here).
 STUDENT_GRADER = (
@@ -60,6 +64,21 @@ def _toml_value(v) -> str:
     raise TypeError(f"cannot write {v!r} in the student stage.toml")
 
 
+def write_pins(out: Path) -> None:
+    """``out/constraints/pyX.Y.txt``: the versions the instructor's set-up pins, for each Python the course runs
+    on (``make setup``'s constraints.txt for 3.11, ``make lock-pythons``' files for the others), which the
+    bundle's Makefile installs with. A local version label (``torch==2.13.0+cpu``) is dropped: ``==2.13.0``
+    admits the CPU build where an index offers it and PyPI's own wheel elsewhere."""
+    (out / "constraints").mkdir()
+    for version in pyversions.VERSIONS:
+        source = pyversions.constraint_file(version)
+        if source is None:
+            continue
+        pins = re.sub(r"^([A-Za-z0-9_.\-\[\]]+==[^+\s#]+)\+\S+", r"\1", source.read_text(encoding="utf-8"),
+                      flags=re.MULTILINE)
+        (out / "constraints" / f"py{version}.txt").write_text(pins, encoding="utf-8")
+
+
 def build(out_dir: str) -> Path:
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
@@ -67,13 +86,16 @@ def build(out_dir: str) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for src, dst in STUDENT_FILES.items():
         shutil.copy(paths.ROOT / src, out / dst)
-    shutil.copy(paths.ROOT / "docs" / "STUDENT_README.md", out / "README.md")
+    for doc, name in STUDENT_DOCS.items():
+        shutil.copy(paths.ROOT / "docs" / doc, out / name)
     shutil.copy(paths.ROOT / "docs" / "student.mk", out / "Makefile")
+    write_pins(out)
     shutil.copytree(paths.STARTER, out / "starter", ignore=shutil.ignore_patterns("__pycache__"))
     (out / "tests" / "public").mkdir(parents=True)
     for stage in stages.all_stages():
         if stage.suite("public").exists():
             shutil.copy(stage.suite("public"), out / "tests" / "public" / stage.suite("public").name)
+    shutil.copy(paths.PUBLIC_TESTS / "conftest.py", out / "tests" / "public" / "conftest.py")  # `pytest` alone: a hint
     shutil.copy(paths.TESTS / "grading.ini", out / "tests" / "grading.ini")
     for name in STUDENT_GRADER:
         src = paths.PACKAGE / name

@@ -8,7 +8,9 @@ per class out of the public corpus's tweets that are in neither train nor dev,
 by ``assignments/a08_sentiment/data/make_splits.py --hidden-seed``) and the
 vectors the hidden suite labels those tweets from (``a08_sentiment_test_pooled.npy``:
 the reference MiniLM, mean-pooled over real tokens; computed once here rather
-than in every grading). Commit the new ``tests/hidden/course_secret.txt`` and the
+than in every grading), beside those of the public tweets its end-to-end checks train on
+(``a08_sentiment_train_pooled.npy``, the same every term: each submission's secret labels are
+drawn from them). Commit the new ``tests/hidden/course_secret.txt`` and the
 data with the hidden suites; regrades of last term's submissions need the old
 ones (or each report's ``seed``, ``grade --seed N``, for the random inputs).
 """
@@ -27,6 +29,7 @@ from grader.lab import pretrained
 A08_SPLIT = "a08_sentiment test split"  # the name stage 8's hidden split seed is derived under (seeds.data_seed)
 A08_TEST = paths.HIDDEN_DATA / "a08_sentiment_test.jsonl"
 A08_POOLED = paths.HIDDEN_DATA / "a08_sentiment_test_pooled.npy"
+A08_TRAIN_POOLED = paths.HIDDEN_DATA / "a08_sentiment_train_pooled.npy"
 A08_MAX_TOKENS = 32  # tokens per tweet, as the hidden suite's training tweets (ACC_MAX_TOKENS)
 
 
@@ -37,13 +40,21 @@ def rotate(path=None) -> str:
     return value
 
 
-def make_splits():
-    """Stage 8's data script (assignments/a08_sentiment/data/make_splits.py), imported from its file."""
-    script = stages.get("a08_sentiment").folder / "data" / "make_splits.py"
-    spec = importlib.util.spec_from_file_location("_a08_make_splits", script)
+def _import_file(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def make_splits():
+    """Stage 8's data script (assignments/a08_sentiment/data/make_splits.py), imported from its file."""
+    return _import_file(stages.get("a08_sentiment").folder / "data" / "make_splits.py", "_a08_make_splits")
+
+
+def a08_suite():
+    """Stage 8's hidden suite, imported from its file (it chooses the tweets its end-to-end checks train on)."""
+    return _import_file(paths.HIDDEN_TESTS / "test_a08_sentiment.py", "_a08_hidden_suite")
 
 
 def draw_hidden_data(secret: str | None = None, out_dir=None) -> None:
@@ -87,12 +98,19 @@ def pool_hidden_tweets() -> None:
     np.save(A08_POOLED, pool_tweets(texts))
 
 
+def pool_training_tweets() -> None:
+    """Write A08_TRAIN_POOLED: the pooled vectors of the public tweets stage 8's end-to-end checks train on, in the
+    order of the suite's training_rows()."""
+    np.save(A08_TRAIN_POOLED, pool_tweets([r["text"] for r in a08_suite().training_rows()]))
+
+
 def main(argv=None) -> int:
     rotate()
     draw_hidden_data()
     pool_hidden_tweets()
+    pool_training_tweets()
     print(f"new course secret written to {seeds.SECRET_FILE}, stage 8's hidden test split drawn with it and "
-          f"pooled ({A08_POOLED.name}); commit them with the hidden suites")
+          f"pooled ({A08_POOLED.name}, {A08_TRAIN_POOLED.name}); commit them with the hidden suites")
     return 0
 
 
