@@ -8,10 +8,13 @@ summing the products (BLAS matmul, einsum, a Python loop, np.sum of a
 broadcast product) lands within ~1e-14 of the reference; every real mistake
 (a missing term, a transposed or normalised score) is off by more than 1e-2.
 """
+import math
+
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
-from grader.engine import testing
+from grader.engine import properties, testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
     Axis,
@@ -22,15 +25,15 @@ from grader.engine.testing import (
     matches,
     raises_student,
     reference,
-    reference_time,
 )
 from grader.i18n import tr
 
 ref = reference("a01_similarity")
 TOL = dict(atol=1e-9, rtol=1e-9)
-# A Python loop over Q's rows measures 80-100x the reference; a correct broadcast-multiply-and-sum
-# 15-24x (the more so on a busy machine): the limit sits between them.
-SLOWDOWN_LIMIT = 40.0
+# CPU time (the worker's, read from outside it, against the reference's in this thread): a Python loop
+# over Q's rows measures 49-59x the reference, a correct broadcast-multiply-and-sum 15-19x (measured on
+# (4000-16000, 32) inputs); the limit sits between them, about 1.6x from either.
+SLOWDOWN_LIMIT = 30.0
 
 
 def rng(case):
@@ -53,9 +56,9 @@ def test_dot_product_values(student, d):
     arr = as_array(got, what=tr("dot_product of two ({d},) vectors", d=d))
     if arr.ndim != 0:
         raise AssertionError(
-            tr("dot_product of two ({d},) vectors returned an array of shape {arr_shape}, expected one number. "
+            tr("dot_product of two ({d},) vectors returned an array of shape {shape}, expected one number. "
                "Multiplying u * v gives the products; the dot product also sums them (slide 13).",
-               d=d, arr_shape=arr.shape))
+               d=d, shape=arr.shape))
     assert_matches(got, ref.dot_product(u, v), what=tr("dot_product of two ({d},) vectors", d=d), **TOL,
                    mistakes={tr("It looks like the cosine similarity; dot_product is not normalised."):
                              lambda: u @ v / np.linalg.norm(u) / np.linalg.norm(v)},
@@ -76,6 +79,9 @@ def test_dot_product_rejects_mismatched_lengths(student):
         student.dot_product(np.ones(1), np.ones(4))
     with raises_student(ValueError, what=tr("dot_product of a (2, 3) matrix and a (3,) vector")):
         student.dot_product(np.ones((2, 3)), np.ones(3))
+    # wrong ranks whose sizes fit, so that numpy itself would not complain (the contract: wrong rank -> ValueError)
+    with raises_student(ValueError, what=tr("dot_product of two (3, 3) matrices")):
+        student.dot_product(np.ones((3, 3)), np.ones((3, 3)))
 
 
 # ---------------------------------------------------------------- similarity_scores
@@ -103,6 +109,13 @@ def test_similarity_scores_rejects_bad_shapes(student):
         student.similarity_scores(np.ones((1, 3)), np.ones((5, 3)))
     with raises_student(ValueError, what="similarity_scores(query (3,), keys (3,))"):
         student.similarity_scores(np.ones(3), np.ones(3))
+    # wrong ranks whose sizes fit, so that numpy itself would not complain (the contract: wrong rank -> ValueError)
+    with raises_student(ValueError, what="similarity_scores(query (3, 3), keys (5, 3))"):
+        student.similarity_scores(np.ones((3, 3)), np.ones((5, 3)))
+    with raises_student(ValueError, what="similarity_scores(query (3,), keys (2, 3, 3))"):
+        student.similarity_scores(np.ones(3), np.ones((2, 3, 3)))
+    with raises_student(ValueError, what="similarity_scores(query (), keys (5, 1))"):
+        student.similarity_scores(np.float64(1.0), np.ones((5, 1)))
 
 
 # ---------------------------------------------------------------- similarity_matrix
@@ -141,11 +154,11 @@ def _call_batched(fn, name, Q, K, two_d_ok):
         if not two_d_ok:
             raise
         raise AssertionError(
-            tr("{name} works on 2-D inputs but raised {exc_type_name}: {exc_message} for Q {q_shape}, K "
+            tr("{name} works on 2-D inputs but raised {exception}: {message} for Q {q_shape}, K "
                "{k_shape}. With leading (batch/head) dimensions, transpose only the last two axes "
                "(np.swapaxes(K, -1, -2) or K.swapaxes(-1, -2)); K.T reverses every axis and the leading "
                "dimensions no longer broadcast.",
-               name=name, exc_type_name=exc.type_name, exc_message=exc.message, q_shape=Q.shape,
+               name=name, exception=exc.type_name, message=exc.message, q_shape=Q.shape,
                k_shape=K.shape)) from None
 
 
@@ -187,20 +200,19 @@ def test_similarity_matrix_rejects_bad_shapes(student):
 def test_similarity_matrix_is_vectorised(student):
     """similarity_matrix is computed with matrix operations, not a Python loop over rows (slide 38)"""
     g = rng(7)
-    Q, K = g.normal(size=(4000, 32)), g.normal(size=(2, 32))
-    assert_close(student.similarity_matrix(Q, K), ref.similarity_matrix(Q, K),
-                 what="similarity_matrix(Q (4000, 32), K (2, 32))", **TOL, hint=tr("(Checked before timing it.)"))
-    t_ref = reference_time(ref.similarity_matrix, Q, K)
-    t_student = student.time_call("similarity_matrix", Q, K, repeat=5)
-    if t_student > SLOWDOWN_LIMIT * t_ref:  # a busy machine can slow one side down: measure both once more
-        t_ref = min(t_ref, reference_time(ref.similarity_matrix, Q, K))
-        t_student = min(t_student, student.time_call("similarity_matrix", Q, K, repeat=5))
-    ratio = t_student / max(t_ref, 1e-9)
+    inputs = [(g.normal(size=(8000, 32)), g.normal(size=(2, 32))) for _ in range(5)]
+
+    def check(got, args):
+        assert_close(got, ref.similarity_matrix(*args), what="similarity_matrix(Q (8000, 32), K (2, 32))", **TOL,
+                     hint=tr("(Checked while timing it.)"))
+    t_student, t_ref, ratio = testing.cpu_slowdown(student, "similarity_matrix", ref.similarity_matrix, inputs, check)
     assert ratio <= SLOWDOWN_LIMIT, (
-        tr("similarity_matrix took {t_student_1e3} ms on Q (4000, 32), K (2, 32): {ratio}x the reference "
-           "({t_ref_1e3} ms; the limit is {slowdown_limit}x). The usual cause is a Python loop over the rows of "
-           "Q; compute every score at once with one matrix product, Q @ K^T (slide 38).",
-           t_student_1e3=f"{t_student * 1e3:.1f}", ratio=f"{ratio:.0f}", t_ref_1e3=f"{t_ref * 1e3:.2f}",
+        # i18n: {student_ms} and {reference_ms} are CPU times in milliseconds; {ratio} and {slowdown_limit} are factors
+        # (how many times slower than the reference).
+        tr("similarity_matrix took {student_ms} ms of CPU time on Q (8000, 32), K (2, 32): {ratio}x the "
+           "reference ({reference_ms} ms; the limit is {slowdown_limit}x). The usual cause is a Python loop over the "
+           "rows of Q; compute every score at once with one matrix product, Q @ K^T (slide 38).",
+           student_ms=f"{t_student * 1e3:.1f}", ratio=f"{ratio:.0f}", reference_ms=f"{t_ref * 1e3:.2f}",
            slowdown_limit=f"{SLOWDOWN_LIMIT:.0f}"))
 
 
@@ -221,7 +233,7 @@ def _cos_mistakes(u, v):
 COS_HINT = tr("cosine_similarity is dot(u, v) / (|u| |v|) with |u| = sqrt(dot(u, u)) (slide 68).")
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(2))  # generated vectors of every scale: test_dot_and_cosine_properties_...
 def test_cosine_similarity_values(student, seed):
     """cosine_similarity is the dot product divided by both norms, for vectors of any length and scale"""
     g = rng(200 + seed)
@@ -282,3 +294,121 @@ def test_sizes_of_one_and_calls_in_a_row(student, name):
     axes, make = SIZES[name]
     g = rng(900 + list(SIZES).index(name))
     check_function_sizes(getattr(student, name), getattr(ref, name), axes, lambda s: make(g, s), what=name, **TOL)
+
+
+# ---------------------------------------------------------------- properties over generated inputs (issue 35)
+# Inputs drawn by Hypothesis from this submission's seed (grader/engine/properties.py): any length from 1,
+# magnitudes from 1e-30 to 1e30, zero, parallel and opposite vectors, m != n, leading dimensions that
+# broadcast (some missing, some 1). The oracles are the definitions summed exactly (math.fsum), not the
+# reference; a sum of d products may round by d * eps * sum |u_i v_i|, which is what the bound allows.
+
+def _vector_pair(draw, max_d=12):
+    """(u, v): lengths 1..max_d, each scaled by 10^k (k in -30..30), sometimes zero, parallel or opposite."""
+    d = draw(st.one_of(st.integers(1, max_d), st.just(300)), "d")
+    g = np.random.default_rng(draw(st.integers(0, 2 ** 16), "values (seed)"))
+    kind = draw(st.sampled_from(["random", "zero u", "zero v", "parallel", "opposite"]), "kind")
+    u = g.normal(size=d) * 10.0 ** draw(st.integers(-30, 30), "scale of u (10^k)")
+    v = g.normal(size=d) * 10.0 ** draw(st.integers(-30, 30), "scale of v (10^k)")
+    if kind == "zero u":
+        u = np.zeros(d)
+    elif kind == "zero v":
+        v = np.zeros(d)
+    elif kind in ("parallel", "opposite"):
+        v = u * (2.5 if kind == "parallel" else -0.5)
+    draw.note("u", u)
+    draw.note("v", v)
+    return u, v
+
+
+def _exact_dot(u, v):
+    return math.fsum(float(a) * float(b) for a, b in zip(u, v)), math.fsum(abs(float(a) * float(b))
+                                                                          for a, b in zip(u, v))
+
+
+def test_dot_and_cosine_properties_on_generated_vectors(student):
+    """dot_product and cosine_similarity hold their contract on generated vectors: any length, tiny and huge magnitudes, zero, parallel and opposite vectors"""  # noqa: E501 (the report's test name)
+    def prop(draw):
+        u, v = _vector_pair(draw)
+        exact, size = _exact_dot(u, v)
+        got = as_array(student.dot_product(u, v), what=tr("dot_product of two ({d},) vectors", d=u.size))
+        if got.ndim != 0:
+            raise AssertionError(tr("dot_product returned an array of shape {shape}, expected one number.",
+                                    shape=got.shape))
+        assert_close(got, exact, what=tr("dot_product of two ({d},) vectors", d=u.size), rtol=0.0,
+                     atol=4 * u.size * np.finfo(float).eps * size + 1e-300,
+                     hint=tr("The dot product is sum_i u[i] * v[i] (slide 13)."))
+        nu, nv = math.sqrt(_exact_dot(u, u)[0]), math.sqrt(_exact_dot(v, v)[0])
+        want = 0.0 if nu == 0.0 or nv == 0.0 else exact / (nu * nv)
+        got = student.cosine_similarity(u, v)
+        arr = as_array(got, what=tr("cosine_similarity of two ({d},) vectors", d=u.size))
+        if arr.ndim != 0:
+            raise AssertionError(tr("cosine_similarity returned an array of shape {shape}, expected one number.",
+                                    shape=arr.shape))
+        assert_matches(got, want, what=tr("cosine_similarity of two ({d},) vectors", d=u.size), atol=1e-12,
+                       rtol=0.0, mistakes=_cos_mistakes(u, v) if want != 0.0 else {},
+                       hint=COS_HINT if want != 0.0 else tr("A zero vector has length 0: return 0.0 instead of "
+                                                            "dividing by zero (which gives NaN)."))
+    properties.check(prop, case=1040, examples=10, what="dot_product, cosine_similarity")
+
+
+def _broadcast_leads(draw, ndim_max=2):
+    """Leading dimensions of Q and of K that broadcast: a common shape, each side keeping some of its
+    leading axes and setting some to 1."""
+    full = draw(st.lists(st.integers(1, 3), min_size=0, max_size=ndim_max), "leading dimensions")
+
+    def side(name):
+        keep = draw(st.integers(0, len(full)), f"leading axes of {name}")
+        lead = full[len(full) - keep:]
+        ones = draw(st.lists(st.booleans(), min_size=len(lead), max_size=len(lead)), f"axes of {name} at 1")
+        return tuple(1 if one else s for s, one in zip(lead, ones))
+    return side("Q"), side("K")
+
+
+def _exact_scores(Q, K):
+    """Q K^T over the last two axes, leading ones broadcast, in long double."""
+    return np.sum(Q.astype(np.longdouble)[..., :, None, :] * K.astype(np.longdouble)[..., None, :, :],
+                  axis=-1).astype(np.float64)
+
+
+def test_similarity_properties_on_generated_shapes(student):
+    """similarity_scores and similarity_matrix hold their contract on generated shapes: m != n, any size 1, leading dimensions that broadcast"""  # noqa: E501 (the report's test name)
+    def prop(draw):
+        m, n = draw(st.integers(1, 6), "m"), draw(st.integers(1, 6), "n")
+        d = draw(st.one_of(st.integers(1, 6), st.just(300)), "d")  # sizes compared as numbers, even past 256
+        q_lead, k_lead = _broadcast_leads(draw)
+        g = np.random.default_rng(draw(st.integers(0, 2 ** 16), "values (seed)"))
+        Q, K = g.normal(size=(*q_lead, m, d)), g.normal(size=(*k_lead, n, d))
+        draw.note("Q.shape", Q.shape)
+        draw.note("K.shape", K.shape)
+        got = student.similarity_matrix(Q, K)
+        assert_matches(got, _exact_scores(Q, K), what=f"similarity_matrix(Q {Q.shape}, K {K.shape})", **TOL,
+                       mistakes=_matrix_mistakes(Q, K), hint=MATRIX_HINT)
+        query, keys = Q.reshape(-1, d)[0], K.reshape(-1, n, d)[0]
+        assert_close(student.similarity_scores(query, keys), _exact_scores(query[None], keys)[0],
+                     what=f"similarity_scores(query ({d},), keys ({n}, {d}))", **TOL,
+                     hint=tr("scores[j] must be dot(query, keys[j]): one score per encoder state (slide 12)."))
+    properties.check(prop, case=1041, examples=8, what="similarity_matrix, similarity_scores")
+
+
+def test_calls_in_a_row_in_orders_drawn_from_the_seed(student):
+    """every function stays right on calls in a row, in orders drawn from your seed: short then long, long then short, another d"""  # noqa: E501 (the report's test name)
+    def exact(fn):
+        def check(got, args):
+            assert_close(got, fn(*args), what=tr("the result"), **TOL)
+        return check
+    functions = [
+        properties.Function("dot_product", {"d": (1, 9)}, lambda s, g: (g.normal(size=s["d"]), g.normal(size=s["d"])),
+                            student.dot_product, exact(lambda u, v: _exact_dot(u, v)[0]), features=("d",)),
+        properties.Function("similarity_scores", {"n": (1, 7), "d": (1, 9)},
+                            lambda s, g: (g.normal(size=s["d"]), g.normal(size=(s["n"], s["d"]))),
+                            student.similarity_scores, exact(lambda q, k: _exact_scores(q[None], k)[0]),
+                            features=("d",)),
+        properties.Function("similarity_matrix", {"B": (1, 3), "m": (1, 6), "n": (1, 6), "d": (1, 9)},
+                            lambda s, g: (g.normal(size=(s["B"], s["m"], s["d"])),
+                                          g.normal(size=(s["B"], s["n"], s["d"]))),
+                            student.similarity_matrix, exact(_exact_scores), features=("d",)),
+        properties.Function("cosine_similarity", {"d": (1, 9)},
+                            lambda s, g: (g.normal(size=s["d"]), g.normal(size=s["d"])),
+                            student.cosine_similarity, exact(ref.cosine_similarity), features=("d",)),
+    ]
+    properties.calls_in_a_row(functions, case=1042, examples=2, steps=4, what=tr("calls in a row"))

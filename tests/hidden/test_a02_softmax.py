@@ -13,8 +13,9 @@ wrong axis).
 """
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
-from grader.engine import testing
+from grader.engine import properties, testing
 from grader.engine.testing import (
     Axis,
     as_array,
@@ -51,8 +52,8 @@ def _softmax_diagnosis(got, x, axis):
     except (TypeError, ValueError):
         return {}
     other_axes = [a for a in range(-x.ndim, 0) if a != (axis if axis < 0 else axis - x.ndim)]
-    mistakes = {tr("softmax seems to run over axis {a} instead of axis={axis}: normalise along the `axis` "
-                   "argument.", a=a, axis=axis):
+    mistakes = {tr("softmax seems to run over axis {other_axis} instead of axis={axis}: normalise along the `axis` "
+                   "argument.", other_axis=a, axis=axis):
                 (lambda a=a: ref.softmax(x, axis=a)) for a in other_axes}
 
     def no_keepdims():
@@ -82,9 +83,9 @@ def _softmax_diagnosis(got, x, axis):
             default = (tr("All the weights together sum to 1, but each slice along `axis` must sum to 1: the sum "
                           "seems taken over the whole array (np.sum without axis)."))
         elif live.any() and not np.allclose(sums[live], 1.0, atol=1e-9):
-            default = (tr("The slices along axis={axis} sum to {np_round_sums_live_ravel}..., not 1: divide "
+            default = (tr("The slices along axis={axis} sum to {sums}..., not 1: divide "
                           "exp(x - max) by its own sum along `axis` (keepdims=True).",
-                          axis=axis, np_round_sums_live_ravel=np.round(sums[live].ravel()[:4], 4)))
+                          axis=axis, sums=np.round(sums[live].ravel()[:4], 4)))
     return dict(mistakes=mistakes, hint=default)
 
 
@@ -96,9 +97,9 @@ def call(fn, *args, **kwargs):
     except StudentError as exc:
         if "broadcast" in exc.message:
             raise AssertionError(
-                tr("{fn___name} raised {exc_type_name}: {exc_message}. The sum (or max) along `axis` loses that "
+                tr("{function} raised {exception}: {message}. The sum (or max) along `axis` loses that "
                    "axis; use keepdims=True so it broadcasts back onto its slice.",
-                   fn___name=fn.__name__, exc_type_name=exc.type_name, exc_message=exc.message)) from None
+                   function=fn.__name__, exception=exc.type_name, message=exc.message)) from None
         raise
 
 
@@ -149,11 +150,11 @@ def test_softmax_properties_rows_sum_to_one(student):
     x = rng(4).normal(size=(5, 8)) * 10
     w = assert_shape(call(student.softmax, x), x.shape, what="softmax(x (5, 8))")
     sums = w.sum(axis=-1)
-    assert (w >= 0).all(), tr("softmax gave negative weights (min {w_min}); exp is never negative.",
-                              w_min=f"{w.min():.3g}")
+    assert (w >= 0).all(), tr("softmax gave negative weights (min {smallest}); exp is never negative.",
+                              smallest=f"{w.min():.3g}")
     assert np.allclose(sums, 1.0, atol=1e-12), (
-        tr("softmax rows sum to {np_round_sums_4} instead of 1: divide exp(x - max) by its sum along `axis` "
-           "(keepdims=True so it broadcasts back onto the slice).", np_round_sums_4=np.round(sums, 4)))
+        tr("softmax rows sum to {sums} instead of 1: divide exp(x - max) by its sum along `axis` "
+           "(keepdims=True so it broadcasts back onto the slice).", sums=np.round(sums, 4)))
     shifted = as_array(call(student.softmax, x + 1000.0), what="softmax(x + 1000)")
     assert_close(shifted, w, what="softmax(x + 1000)", atol=1e-12, rtol=1e-9,
                  hint=tr("Softmax is unchanged by adding a constant to every score; large scores must not "
@@ -169,8 +170,9 @@ def test_softmax_neg_inf_gets_zero_weight(student):
     got = call(student.softmax, x)
     w = assert_shape(got, x.shape, what=tr("softmax with -inf entries"))
     assert not np.isnan(w).any(), (
-        tr("softmax with -inf entries returned NaN. {which_mistake_got__softm}",
-           which_mistake_got__softm=which_mistake(got, **_softmax_diagnosis(got, x, -1))))
+        # i18n: {diagnosis} is a sentence (its own message) naming the likely mistake, or empty.
+        tr("softmax with -inf entries returned NaN. {diagnosis}",
+           diagnosis=which_mistake(got, **_softmax_diagnosis(got, x, -1))))
     assert np.all(w[np.isneginf(x)] == 0.0), (
         tr("A -inf entry got a non-zero weight: -inf must stay -inf through the max shift and become exp(-inf) = "
            "0."))
@@ -202,7 +204,7 @@ def _log_softmax_diagnosis(got, x, axis):
     except (TypeError, ValueError):
         return {}
     other_axes = [a for a in range(-x.ndim, 0) if a != (axis if axis < 0 else axis - x.ndim)]
-    mistakes = {tr("log_softmax seems to run over axis {a} instead of axis={axis}.", a=a, axis=axis):
+    mistakes = {tr("log_softmax seems to run over axis {other_axis} instead of axis={axis}.", other_axis=a, axis=axis):
                 (lambda a=a: ref.log_softmax(x, axis=a)) for a in other_axes}
     mistakes[tr("Overflow: log(sum(exp(x))) without subtracting the max first is log(inf). Compute x - max - "
                 "log(sum(exp(x - max))).")] = lambda: x - np.log(np.sum(np.exp(x), axis=axis, keepdims=True))
@@ -281,3 +283,103 @@ def test_sizes_of_one_and_calls_in_a_row(student, name):
     check_function_sizes(getattr(student, name), getattr(ref, name), axes,
                          lambda s: (g.normal(size=(s["rows"], s["n"])) * 3,), what=name,
                          **(SOFTMAX_TOL if name == "softmax" else LOG_TOL))
+
+
+# ---------------------------------------------------------------- properties over generated inputs (issue 35)
+# Inputs drawn by Hypothesis from this submission's seed (grader/engine/properties.py): any shape with any
+# axis of size 1, any axis or the default one, scores up to +-1e4 (the contract's range) and -inf entries,
+# whole -inf slices among them. The oracle is the definition in extended precision, not the reference.
+
+SCORES = properties.arrays(properties.shapes(1, 4, 5, 60),
+                           properties.floats(30.0, extremes=(-np.inf, -np.inf, 1e4, -1e4, 0.0)))
+
+
+def _oracle_log_softmax(x, axis):
+    """log_softmax from its definition, in long double: x - log(sum(exp(x))) along ``axis``, shifted by the
+    slice's max; -inf stays -inf, an all -inf slice stays all -inf."""
+    xl = x.astype(np.longdouble)
+    m = np.max(xl, axis=axis, keepdims=True)
+    with np.errstate(all="ignore"):
+        shifted = xl - np.where(np.isfinite(m), m, 0)
+        out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return np.where(np.isneginf(x), -np.inf, out).astype(np.float64)
+
+
+def _draw_axis(draw, x):
+    """An axis of ``x``, negative or not, or None: the call leaves ``axis`` to its default (-1)."""
+    return draw(st.one_of(st.none(), st.integers(-x.ndim, x.ndim - 1)), "axis")
+
+
+def _call_with_axis(fn, x, axis):
+    """``fn(x)`` when ``axis`` is None (the default), else ``fn(x, axis=axis)``; an error about the axis on a
+    call without one means the default is not -1, the axis every array has."""
+    from grader.engine.errors import StudentError
+    if axis is not None:
+        return call(fn, x, axis=axis)
+    try:
+        return call(fn, x)
+    except StudentError as exc:
+        if exc.kind != "error" or "axis" not in exc.message.lower():
+            raise
+        raise AssertionError(tr("{function} raised {type}: {message} when called without `axis` on an array of shape "
+                                "{shape}: the default axis must be -1 (the last axis, which every array has).",
+                                function=fn.__name__, type=exc.type_name, message=exc.message, shape=x.shape)) from None
+
+
+def test_softmax_properties_on_generated_scores(student):
+    """softmax holds its contract on generated scores: any shape and axis (or the default), ±1e4, -inf entries and slices"""  # noqa: E501 (the report's test name)
+    def prop(draw):
+        x = draw(SCORES, "x")
+        axis = _draw_axis(draw, x)
+        a = -1 if axis is None else axis
+        got = _call_with_axis(student.softmax, x, axis)
+        what = f"softmax(x {x.shape}{'' if axis is None else f', axis={axis}'})"
+        w = assert_matches(got, np.exp(_oracle_log_softmax(x, a)), what=what, **SOFTMAX_TOL,
+                           **_softmax_diagnosis(got, x, a))
+        if (w[np.isneginf(x)] != 0).any():
+            raise AssertionError(tr("{what}: a -inf entry got weight {weight}, not exactly 0.", what=what,
+                                    weight=f"{w[np.isneginf(x)].max():.3g}"))
+    properties.check(prop, case=2040, examples=12, what="softmax")
+
+
+def test_log_softmax_properties_on_generated_scores(student):
+    """log_softmax holds its contract on generated scores: -inf stays -inf, any shape and axis (or the default), ±1e4"""  # noqa: E501 (the report's test name)
+    def prop(draw):
+        x = draw(SCORES, "x")
+        axis = _draw_axis(draw, x)
+        a = -1 if axis is None else axis
+        got = _call_with_axis(student.log_softmax, x, axis)
+        expected = _oracle_log_softmax(x, a)
+        diagnosis = _log_softmax_diagnosis(got, x, a)
+        arr = np.asarray(got, dtype=np.float64) if np.shape(got) == x.shape else None
+        if arr is not None and (np.isfinite(arr) & np.isneginf(expected)).any():
+            diagnosis["hint"] = tr("-inf must stay -inf (the log of a zero weight): a finite number came out where "
+                                   "the score was -inf. Do not replace -inf by a large negative number, and keep "
+                                   "-inf entries at -inf after the shift.")
+        assert_matches(got, expected, what=f"log_softmax(x {x.shape}{'' if axis is None else f', axis={axis}'})",
+                       **LOG_TOL, **diagnosis)
+    properties.check(prop, case=2041, examples=12, what="log_softmax")
+
+
+def _check_against(oracle, tol):
+    def check(got, args):
+        x, = args
+        assert_close(got, oracle(x), what=tr("the result"), **tol)
+    return check
+
+
+def test_calls_in_a_row_in_orders_drawn_from_the_seed(student):
+    """softmax and log_softmax stay right on calls in a row with other sizes, in orders drawn from your seed (short then long, long then short)"""  # noqa: E501 (the report's test name)
+    axes = {"rows": (1, 6), "n": (1, 9)}
+
+    def make(sizes, g):
+        x = g.normal(size=(sizes["rows"], sizes["n"])) * 4
+        x[g.random(x.shape) < 0.15] = -np.inf
+        return (x,)
+    functions = [
+        properties.Function("softmax", axes, make, student.softmax,
+                            _check_against(lambda x: np.exp(_oracle_log_softmax(x, -1)), SOFTMAX_TOL)),
+        properties.Function("log_softmax", axes, make, student.log_softmax,
+                            _check_against(lambda x: _oracle_log_softmax(x, -1), LOG_TOL)),
+    ]
+    properties.calls_in_a_row(functions, case=2042, examples=2, steps=4, what="softmax, log_softmax")

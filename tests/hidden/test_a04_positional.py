@@ -13,8 +13,9 @@ Tolerances:
 """
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
-from grader.engine import testing
+from grader.engine import properties, testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
     Axis,
@@ -128,6 +129,18 @@ def test_one_hot_rejects_out_of_range(student, ids, vocab):
         student.one_hot(np.array(ids), vocab)
 
 
+def test_one_hot_and_embed_reject_wrong_ranks(student):
+    """one_hot and embed raise ValueError for ids that are not 1-D and an E that is not 2-D"""
+    for ids in (np.array([[0, 1], [2, 0]]), np.array(2)):
+        with raises_student(ValueError, what=f"one_hot(ids of shape {ids.shape}, vocab_size=3)"):
+            student.one_hot(ids, 3)
+        with raises_student(ValueError, what=f"embed(ids of shape {ids.shape}, E (3, 4))"):
+            student.embed(ids, np.ones((3, 4)))
+    for E in (np.ones((3, 4, 2)), np.ones(3)):
+        with raises_student(ValueError, what=f"embed(ids [0, 2], E {E.shape})"):
+            student.embed(np.array([0, 2]), E)
+
+
 def test_embed_is_row_lookup(student):
     """embed returns row ids[k] of E for every token, the same as one_hot(ids) @ E (slide 20)"""
     g = rng(20)
@@ -198,18 +211,19 @@ def test_add_pe_values(student, shape):
         except StudentError:
             raise exc from None
         raise AssertionError(
-            tr("add_positional_encoding raised {exc_type_name}: {exc_message} for X {shape}, but works on one "
+            tr("add_positional_encoding raised {exception}: {message} for X {shape}, but works on one "
                "(n, d) sequence: with leading (batch) dimensions, n and d are the last two axes (X.shape[-2:]) "
                "and the (n, d) table broadcasts over the rest.",
-               exc_type_name=exc.type_name, exc_message=exc.message, shape=shape)) from None
+               exception=exc.type_name, message=exc.message, shape=shape)) from None
     n, d = shape[-2:]
     expected = ref.add_positional_encoding(X)
     hint = tr("X + PE[:n] with PE = sinusoidal_positional_encoding(n={n}, d={d}), broadcast over leading "
               "dimensions.", n=n, d=d)
     if np.shape(got) == shape:
         added = (np.asarray(got, dtype=np.float64) - X).reshape(-1, n, d)[0]
-        hint += tr(" The table you added: {which_mistake_added_pe_d}",
-                   which_mistake_added_pe_d=which_mistake(added, **pe_diagnosis(added, n, d)))
+        # i18n: {diagnosis} is a sentence (its own message) naming the likely mistake.
+        hint += tr(" The table you added: {diagnosis}",
+                   diagnosis=which_mistake(added, **pe_diagnosis(added, n, d)))
     assert_matches(got, expected, what=f"add_positional_encoding(X {shape})", **PE_TOL, hint=hint, mistakes={
         tr("The table seems built from the wrong axes of X: n and d are the last two (X.shape[-2:]); leading "
            "dimensions such as the batch are kept."):
@@ -261,3 +275,81 @@ def test_sizes_of_one_and_calls_in_a_row(student, name):
     axes, make, tol = SIZES[name]
     g = rng(50 + list(SIZES).index(name))
     check_function_sizes(getattr(student, name), getattr(ref, name), axes, lambda s: make(g, s), what=name, **tol)
+
+
+# ---------------------------------------------------------------- properties over generated inputs (issue 35)
+# Inputs drawn by Hypothesis from this submission's seed (grader/engine/properties.py): vocabularies and
+# sequences from 1, repeated ids, int32 and int64 ids, ids just outside [0, vocab_size), tables of every
+# length and width (odd ones too), leading dimensions. The oracle is the contract's formula in long double.
+
+def _oracle_pe(max_len, d_model):
+    """PE[p, 2i] = sin(p / 10000^(2i/d_model)), PE[p, 2i+1] = cos(...), in long double."""
+    p = np.arange(max_len, dtype=np.longdouble)[:, None]
+    j = np.arange(d_model)
+    angle = p / np.power(np.longdouble(10000), (j - j % 2).astype(np.longdouble) / d_model)
+    return np.where(j % 2 == 0, np.sin(angle), np.cos(angle)).astype(np.float64)
+
+
+def test_one_hot_and_embed_properties_on_generated_ids(student):
+    """one_hot and embed hold their contract on generated ids: any vocabulary and length from 1, repeats, int32 or int64, ids just out of range"""  # noqa: E501 (the report's test name)
+    def prop(draw):
+        vocab, n, d = draw(st.integers(1, 8), "vocab_size"), draw(st.integers(1, 7), "n"), draw(st.integers(1, 5), "d")
+        dtype = draw(st.sampled_from([np.int64, np.int32]), "dtype of ids")
+        ids = np.array(draw(st.lists(st.integers(0, vocab - 1), min_size=n, max_size=n), "ids"), dtype=dtype)
+        E = np.random.default_rng(vocab * 10 + d).normal(size=(vocab, d))
+        got = student.one_hot(ids, vocab)
+        assert_close(got, np.eye(vocab)[ids], what=f"one_hot(ids {ids.tolist()}, vocab_size={vocab})", **EXACT,
+                     hint=tr("Row k is all zeros except a 1 at column ids[k] (slide 20)."))
+        assert_close(student.embed(ids, E), E[ids], what=f"embed(ids {ids.tolist()}, E ({vocab}, {d}))", **EXACT,
+                     hint=tr("embed(ids, E)[k] = E[ids[k]]: selecting a row is multiplying its one-hot vector by "
+                             "E."))
+        bad = ids.copy()
+        bad[draw(st.integers(0, n - 1), "position of an out-of-range id")] = draw(
+            st.sampled_from([-1, vocab, vocab + 3]), "out-of-range id")
+        with raises_student(ValueError, what=tr("one_hot(ids={ids}, vocab_size={vocab}) with an out-of-range id",
+                                                ids=bad.tolist(), vocab=vocab)):
+            student.one_hot(bad, vocab)
+        with raises_student(ValueError, what=tr("embed(ids={ids}, E {shape}) with an out-of-range id",
+                                                ids=bad.tolist(), shape=E.shape)):
+            student.embed(bad, E)
+    properties.check(prop, case=4040, examples=6, what="one_hot, embed")
+
+
+def test_pe_properties_on_generated_sizes(student):
+    """the sinusoidal table and add_positional_encoding hold their contract for generated lengths and widths (odd ones, 1) and leading dimensions"""  # noqa: E501 (the report's test name)
+    def prop(draw):
+        max_len, d_model = draw(st.integers(1, 80), "max_len"), draw(st.integers(1, 40), "d_model")
+        got = student.sinusoidal_positional_encoding(max_len, d_model)
+        assert_matches(got, _oracle_pe(max_len, d_model), what=f"sinusoidal_positional_encoding({max_len}, {d_model})",
+                       **PE_TOL, **pe_diagnosis(got, max_len, d_model))
+        lead = tuple(draw(st.lists(st.integers(1, 3), max_size=2), "leading dimensions of X"))
+        n, d = draw(st.integers(1, max_len), "n"), draw(st.integers(1, 12), "d")
+        X = np.random.default_rng(n * 100 + d).normal(size=(*lead, n, d))
+        draw.note("X.shape", X.shape)
+        assert_close(student.add_positional_encoding(X), X + _oracle_pe(n, d), what=f"add_positional_encoding(X "
+                     f"{X.shape})", **PE_TOL, hint=tr("X + PE[:n] with PE = sinusoidal_positional_encoding(n={n}, "
+                                                      "d={d}), broadcast over leading dimensions.", n=n, d=d))
+    properties.check(prop, case=4041, examples=6, what="sinusoidal_positional_encoding, add_positional_encoding")
+
+
+def test_calls_in_a_row_in_orders_drawn_from_the_seed(student):
+    """every function stays right on calls in a row, in orders drawn from your seed: a short table then a long one, a long one then a short one, another d_model"""  # noqa: E501 (the report's test name)
+    def equal_to(oracle, tol):
+        def check(got, args):
+            assert_close(got, oracle(*args), what=tr("the result"), **tol)
+        return check
+    functions = [
+        properties.Function("sinusoidal_positional_encoding", {"max_len": (1, 40), "d_model": (1, 17)},
+                            lambda s, g: (s["max_len"], s["d_model"]), student.sinusoidal_positional_encoding,
+                            equal_to(_oracle_pe, PE_TOL), features=("d_model",)),
+        properties.Function("add_positional_encoding", {"B": (1, 3), "n": (1, 12), "d": (1, 11)},
+                            lambda s, g: (g.normal(size=(s["B"], s["n"], s["d"])),), student.add_positional_encoding,
+                            equal_to(lambda X: X + _oracle_pe(*X.shape[-2:]), PE_TOL), features=("d",)),
+        properties.Function("one_hot", {"n": (1, 8), "vocab": (1, 9)},
+                            lambda s, g: (g.integers(0, s["vocab"], size=s["n"]), s["vocab"]), student.one_hot,
+                            equal_to(lambda ids, v: np.eye(v)[ids], EXACT), features=("vocab",)),
+        properties.Function("embed", {"n": (1, 8), "vocab": (1, 9), "d": (1, 6)},
+                            lambda s, g: (g.integers(0, s["vocab"], size=s["n"]), g.normal(size=(s["vocab"], s["d"]))),
+                            student.embed, equal_to(lambda ids, E: E[ids], EXACT), features=("d",)),
+    ]
+    properties.calls_in_a_row(functions, case=4042, examples=2, steps=3, what=tr("calls in a row"))

@@ -23,8 +23,8 @@ def test_softmax_rows_sum_to_one(student):
     """each row of softmax(x) is positive and sums to 1"""
     x = np.array([[0.5, -1.0, 2.0, 0.0], [3.0, 3.0, 3.0, 3.0]])
     w = assert_shape(student.softmax(x), (2, 4), what="softmax(x (2, 4))")
-    assert np.allclose(w.sum(axis=-1), 1.0, atol=1e-12), tr("rows sum to {w_sum_axis_1}, not 1",
-                                                            w_sum_axis_1=w.sum(axis=-1))
+    assert np.allclose(w.sum(axis=-1), 1.0, atol=1e-12), tr("rows sum to {sums}, not 1",
+                                                            sums=w.sum(axis=-1))
     assert (w > 0).all(), tr("every weight should be positive")
     assert_close(w[1], [0.25, 0.25, 0.25, 0.25], what=tr("softmax of four equal scores"), atol=1e-12,
                  hint=tr("Equal scores get equal weights."))

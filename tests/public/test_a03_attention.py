@@ -55,8 +55,8 @@ def test_sdpa_shapes_m_ne_n(student):
     assert_shape(out, (3, 2), what=tr("out for Q (3, 4), K (5, 4), V (5, 2)"))
     w = assert_shape(w, (3, 5), what=tr("weights for Q (3, 4), K (5, 4)"))
     assert np.allclose(w.sum(axis=-1), 1.0), (
-        tr("each query's weights should sum to 1 over the 5 keys, got {np_round_w_sum_axis_1_4}: apply the "
-           "softmax over the last axis (the keys).", np_round_w_sum_axis_1_4=np.round(w.sum(axis=-1), 4)))
+        tr("each query's weights should sum to 1 over the 5 keys, got {sums}: apply the "
+           "softmax over the last axis (the keys).", sums=np.round(w.sum(axis=-1), 4)))
 
 
 def test_sdpa_causal_mask_equal_scores(student):
@@ -93,8 +93,8 @@ def test_self_attention_shapes_and_rows(student):
     out, w = _pair(student.self_attention(X, Wq, Wk, Wv), "self_attention")
     assert_shape(out, (4, 2), what=tr("self_attention out"))
     w = assert_shape(w, (4, 4), what=tr("self_attention weights"))
-    assert np.allclose(w.sum(axis=-1), 1.0), tr("weights rows sum to {np_round_w_sum_axis_1_4}, not 1",
-                                                np_round_w_sum_axis_1_4=np.round(w.sum(axis=-1), 4))
+    assert np.allclose(w.sum(axis=-1), 1.0), tr("weights rows sum to {sums}, not 1",
+                                                sums=np.round(w.sum(axis=-1), 4))
     Qp, Kp = X @ Wq, X @ Wk
     s = Qp @ Kp.T / math.sqrt(3)
     e = np.exp(s - s.max(axis=-1, keepdims=True))

@@ -18,28 +18,28 @@ def _run(student, kind, init, calls, state_dict=None, train=False):
     reply = student.probe("run", kind=kind, init=init, state_dict=state_dict, calls=calls, train=train)
     if reply.get("load_error") or reply.get("missing") or reply.get("unexpected"):
         raise AssertionError(
-            tr("the test's weights do not fit your {kind}: {reply_get_load_error_or} missing "
-               "{reply_get_missing}, unexpected {reply_get_unexpected}; MultiHeadAttention must have exactly "
+            tr("the test's weights do not fit your {kind}: {error} missing "
+               "{missing}, unexpected {unexpected}; MultiHeadAttention must have exactly "
                "w_q, w_k, w_v, w_o = nn.Linear(d_model, d_model)",
-               kind=kind, reply_get_load_error_or=reply.get('load_error') or '',
-               reply_get_missing=reply.get('missing'), reply_get_unexpected=reply.get('unexpected')))
+               kind=kind, error=reply.get('load_error') or '',
+               missing=reply.get('missing'), unexpected=reply.get('unexpected')))
     return reply["results"]
 
 
 def _out(result, what):
     out = result["out"]
     if isinstance(out, dict):
-        raise AssertionError(tr("{what} returned a {out_get_not_a_tensor}, not one tensor",
-                                what=what, out_get_not_a_tensor=out.get('not_a_tensor')))
+        raise AssertionError(tr("{what} returned a {type}, not one tensor",
+                                what=what, type=out.get('not_a_tensor')))
     return as_array(out, what)
 
 
 def _attn(result, what):
     w = result["attn_weights"]
     if isinstance(w, dict) and "not_a_tensor" in w:
-        raise AssertionError(tr("after a forward, {what}.attn_weights is {w_not_a_tensor}; store the weights (B, "
+        raise AssertionError(tr("after a forward, {what}.attn_weights is {type}; store the weights (B, "
                                 "h, m, n) after the softmax with self.attn_weights = weights.detach()",
-                                what=what, w_not_a_tensor=w['not_a_tensor']))
+                                what=what, type=w['not_a_tensor']))
     return as_array(w["value"], f"{what}.attn_weights")
 
 
@@ -145,8 +145,8 @@ def test_encoder_shapes_and_pe(student):
     if "pe" not in info:
         raise AssertionError(tr("Encoder has no attribute `pe`; use self.register_buffer('pe', table)"))
     if info["pe_dtype"] != "float32":
-        raise AssertionError(tr("Encoder.pe is {info_pe_dtype}; the contract asks for float32",
-                                info_pe_dtype=info['pe_dtype']))
+        raise AssertionError(tr("Encoder.pe is {dtype}; the contract asks for float32",
+                                dtype=info['pe_dtype']))
     pe = assert_shape(info["pe"], (10, 8), "Encoder(max_len=10, d_model=8).pe")
     assert_close(pe[0], [0, 1, 0, 1, 0, 1, 0, 1], what="pe[0] (position 0: sin 0 = 0, cos 0 = 1)", atol=1e-7)
     expected1 = [math.sin(1), math.cos(1), math.sin(1 / 10000 ** (2 / 8)), math.cos(1 / 10000 ** (2 / 8))]
@@ -167,5 +167,5 @@ def test_submodule_names(student):
                 "ffn.linear1.weight", "ffn.linear2.weight", "norm1.weight", "norm2.weight"]
     missing = [name for name in expected if name not in info["params"]]
     if missing:
-        raise AssertionError(tr("EncoderLayer is missing the parameters {missing}; found {info_params}",
-                                missing=missing, info_params=info['params']))
+        raise AssertionError(tr("EncoderLayer is missing the parameters {missing}; found {found}",
+                                missing=missing, found=info['params']))

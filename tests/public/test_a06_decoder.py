@@ -18,18 +18,18 @@ BOS, EOS = 1, 2
 def _run(student, kind, init, calls, state_dict=None):
     reply = student.probe("run", kind=kind, init=init, state_dict=state_dict, calls=calls)
     if reply.get("load_error") or reply.get("missing") or reply.get("unexpected"):
-        raise AssertionError(tr("the test's weights do not fit your {kind}: {reply_get_load_error_or} missing "
-                                "{reply_get_missing}, unexpected {reply_get_unexpected}",
-                                kind=kind, reply_get_load_error_or=reply.get('load_error') or '',
-                                reply_get_missing=reply.get('missing'),
-                                reply_get_unexpected=reply.get('unexpected')))
+        raise AssertionError(tr("the test's weights do not fit your {kind}: {error} missing "
+                                "{missing}, unexpected {unexpected}",
+                                kind=kind, error=reply.get('load_error') or '',
+                                missing=reply.get('missing'),
+                                unexpected=reply.get('unexpected')))
     return reply["results"]
 
 
 def _out(value, what):
     if isinstance(value, dict):
-        raise AssertionError(tr("{what} returned a {value_get_not_a_tensor}, not one tensor",
-                                what=what, value_get_not_a_tensor=value.get('not_a_tensor')))
+        raise AssertionError(tr("{what} returned a {type}, not one tensor",
+                                what=what, type=value.get('not_a_tensor')))
     return as_array(value, what)
 
 
@@ -38,8 +38,8 @@ def test_causal_mask_example(student):
     got = as_array(student.causal_mask(3), "causal_mask(3)")
     assert_shape(got, (3, 3), "causal_mask(3)")
     if got.dtype != np.bool_:
-        raise AssertionError(tr("causal_mask returned {got_dtype} values; return a boolean tensor (True = may "
-                                "attend)", got_dtype=got.dtype))
+        raise AssertionError(tr("causal_mask returned {dtype} values; return a boolean tensor (True = may "
+                                "attend)", dtype=got.dtype))
     want = np.array([[1, 0, 0], [1, 1, 0], [1, 1, 1]])
     assert_close(got.astype(np.int64), want, what="causal_mask(3)", atol=0, rtol=0,
                  hint=tr("Row i is the query: it may look at positions j <= i (itself and the past), never the "
@@ -109,10 +109,10 @@ def test_lets_go_pipeline_shapes(student):
     reply = student.probe("greedy", init=init, state_dict=None, src=src, bos_id=BOS, eos_id=EOS, max_len=5)
     out = _out(reply["out"], "greedy_decode(model, src, 1, 2, max_len=5)")
     if out.ndim != 2 or out.shape[0] != 1 or not 1 <= out.shape[1] <= 5:
-        raise AssertionError(tr("greedy_decode(model, src (1, 3), max_len=5) returned shape {out_shape}; "
-                                "expected (1, L) with 1 <= L <= 5 (BOS included)", out_shape=out.shape))
-    assert out[0, 0] == BOS, tr("greedy_decode must start every row with bos_id=1, got {out_0_0}",
-                                out_0_0=out[0, 0])
+        raise AssertionError(tr("greedy_decode(model, src (1, 3), max_len=5) returned shape {shape}; "
+                                "expected (1, L) with 1 <= L <= 5 (BOS included)", shape=out.shape))
+    assert out[0, 0] == BOS, tr("greedy_decode must start every row with bos_id=1, got {first}",
+                                first=out[0, 0])
 
 
 def test_greedy_decode_output(student):
@@ -143,5 +143,5 @@ def test_submodule_names(student):
                                    name=f"{name!r}")
     assert "decoder.pe" in got["buffers"], tr("the Decoder should register its sinusoidal table as the buffer pe")
     assert got["params"].get("generator.weight") == [11, 8], (
-        tr("generator should be nn.Linear(d_model=8, tgt_vocab_size=11); its weight is {got_params_get_generator}",
-           got_params_get_generator=got['params'].get('generator.weight')))
+        tr("generator should be nn.Linear(d_model=8, tgt_vocab_size=11); its weight is {shape}",
+           shape=got['params'].get('generator.weight')))

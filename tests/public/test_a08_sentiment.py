@@ -58,5 +58,5 @@ def test_train_and_predict_shapes(student):
                          input_ids=ids, attention_mask=mask, batch_size=2)
     out = assert_shape(pred["pred"], (5,), what="predict(model, ids (5, 4), mask (5, 4), batch_size=2)")
     if as_array(out).dtype.kind not in "iu" or not set(as_array(out).tolist()) <= {0, 1}:
-        raise AssertionError(tr("predict should return class ids (a LongTensor of 0/1), got {as_array_out_tolist}",
-                                as_array_out_tolist=as_array(out).tolist()))
+        raise AssertionError(tr("predict should return class ids (a LongTensor of 0/1), got {got}",
+                                got=as_array(out).tolist()))

@@ -16,8 +16,8 @@ from grader.lab import pretrained
 
 def _pair(out, what):
     if not (isinstance(out, (list, tuple)) and len(out) == 2):
-        raise AssertionError(tr("{what} must return the pair (scores, indices), got {type_out___name}",
-                                what=what, type_out___name=type(out).__name__))
+        raise AssertionError(tr("{what} must return the pair (scores, indices), got {type}",
+                                what=what, type=type(out).__name__))
     return out
 
 
@@ -28,9 +28,9 @@ def test_top_k_by_hand(student):
     scores, indices = _pair(student.top_k(queries, docs, 2), "top_k(queries (2, 2), docs (4, 2), k=2)")
     assert_shape(indices, (2, 2), what="top_k(...) indices")
     if as_array(indices).tolist() != [[0, 2], [1, 2]]:
-        raise AssertionError(tr("top_k returned indices {as_array_indices_tolist}, expected [[0, 2], [1, 2]]: "
+        raise AssertionError(tr("top_k returned indices {got}, expected [[0, 2], [1, 2]]: "
                                 "query [1, 0] is closest to [1, 0] (cosine 1), then [3, 3] (cosine 0.707)",
-                                as_array_indices_tolist=as_array(indices).tolist()))
+                                got=as_array(indices).tolist()))
     s = np.sqrt(0.5)
     assert_close(scores, np.array([[1.0, s], [1.0, s]]), what="top_k(...) scores", atol=1e-6,
                  hint=tr("The scores are cosine similarities: normalise both sides; [0, 2] and [0, 1] have "

@@ -1,16 +1,11 @@
-"""Reads another process's memory (the grader's, a fork server's, another worker's): /proc/PID/mem,
-/proc/PID/environ, ptrace and process_vm_readv. It returns the right answer only if one of them worked,
-so a single point scored means the grader's memory was within reach."""
-import ctypes
+"""Reads another process's memory (the grader's, a fork server's, another worker's) by the routes Python gives
+a module: /proc/PID/environ and /proc/PID/mem. It returns the right answer only if one of them worked, so a single
+point scored means the grader's memory was within reach. (ptrace and process_vm_readv need ctypes, which the
+source scan refuses as a reach around the rules, tests/reach_arounds/; the seccomp filter refuses both calls
+too, tests/project/test_syscalls.py.)"""
 import os
 
 import numpy as np
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class _Iovec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
 
 
 def _read_memory(pid: int) -> bool:
@@ -29,13 +24,6 @@ def _read_memory(pid: int) -> bool:
                 return True
     except (OSError, ValueError):
         pass
-    buf = ctypes.create_string_buffer(16)
-    local, remote = _Iovec(ctypes.addressof(buf), 16), _Iovec(0x400000, 16)
-    if _libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) > 0:
-        return True
-    if _libc.ptrace(16, pid, None, None) == 0:  # PTRACE_ATTACH
-        _libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
-        return True
     return False
 
 
