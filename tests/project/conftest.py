@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -20,6 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from grader.engine import run  # noqa: E402
+from grader.engine.options import GradingOptions  # noqa: E402
 
 _cache: dict = {}
 
@@ -27,7 +29,7 @@ _cache: dict = {}
 def grade_cached(path, stages=None, kind="hidden", **kw):
     key = (str(path), tuple(stages or ()), kind, tuple(sorted(kw.items())))
     if key not in _cache:
-        _cache[key] = run.grade(str(path), kind=kind, stage_ids=list(stages) if stages else None, **kw)
+        _cache[key] = run.grade(str(path), GradingOptions(kind=kind, stage_ids=stages or None, **kw))
     return _cache[key]
 
 
@@ -119,7 +121,7 @@ FAKE_GRADER = textwrap.dedent('''
     from grader.classroom import discovery, grading
     from grader.engine import stages
 
-    def grade(path, submission_id, stage_ids, hide):
+    def grade(path, submission_id, options):
         name = os.path.basename(path)
         if name.startswith("raises"):
             raise RuntimeError("boom inside the grader")
@@ -130,7 +132,7 @@ FAKE_GRADER = textwrap.dedent('''
         time.sleep(float(os.environ.get("FAKE_GRADE_DELAY", "0")))
         job = discovery.Job(submission_id, submission_id, path, "folder")
         discovery.fingerprint(job)
-        rep = grading.not_graded_report(job, stages.resolve(stage_ids), "unused")
+        rep = grading.not_graded_report(job, stages.resolve(options.stage_ids), "unused")
         for s in rep["stages"]:
             s.update(status="graded", score=s["max_score"])
             s.pop("message")
@@ -150,3 +152,28 @@ def fake_grader(tmp_path, monkeypatch):
     (lib / "fakegrader.py").write_text(FAKE_GRADER)
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{lib}")
     return "fakegrader:grade"
+
+
+@pytest.fixture(scope="session")
+def fresh_copy(tmp_path_factory):
+    """(kind, document) -> a fresh copy of what a reader has (test_documented_commands.py): "course" (the
+    repository in `make setup`'s venv, a copy per document: doc_commands.repository_copy), "bundle" (`grader
+    release`, one a session: a student has one folder, whose venv its first `make check` builds), "template"
+    (`grader classroom`). Tests that share the bundle are in the xdist group "docs-bundle"."""
+    from doc_commands import repository_copy
+    made = {}
+
+    def get(kind: str, doc: str = "") -> Path:
+        key = (kind, doc if kind == "course" else "")
+        if key not in made:
+            base = tmp_path_factory.mktemp(kind)
+            if kind == "course":
+                made[key] = repository_copy(ROOT, base / "course", ROOT / ".venv")
+            else:
+                out = base / kind
+                done = subprocess.run([sys.executable, "-m", "grader", "release" if kind == "bundle" else "classroom",
+                                       str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                assert done.returncode == 0, done.stderr
+                made[key] = out
+        return made[key]
+    return get

@@ -9,6 +9,7 @@ import ast
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,35 @@ def test_a_function_local_import_says_why():
     """An import inside a function hides an arrow: allowed for start-up time or fork safety, said on its line."""
     silent = [f"{m}:{line}" for m in GRAPH for _, line, inside, text in GRAPH[m] if inside and "#" not in text]
     assert not silent, f"function-local grader imports without a comment saying why: {silent}"
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def _long_functions(source: str) -> list:
+    """(name, first line, lines) of each function or method of ``source`` longer than MAX_FUNCTION_LINES, counted
+    as a linter counts them: from its ``def`` to its last line, docstring included (decorators not)."""
+    return [(node.name, node.lineno, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def test_the_length_of_a_function_is_counted_from_its_def_to_its_last_line():
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 3))
+    fits = f"@decorated\ndef fits():\n    \"\"\"Doc.\"\"\"\n{body}    return 0\n"
+    nested = f"class C:\n    def method(self):\n        def inner():\n{textwrap.indent(body, '        ')}" \
+             f"            return 1\n        return inner\n"
+    assert _long_functions(fits) == []
+    assert _long_functions(fits.replace("return 0", "x = 1\n    return 0")) == [("fits", 2, MAX_FUNCTION_LINES + 1)]
+    assert _long_functions(nested) == [("method", 2, MAX_FUNCTION_LINES + 1)]
+
+
+def test_no_function_of_the_grader_is_over_60_lines():
+    """A teaching assistant reads a function on one screen: a longer one is split into helpers named for what
+    they do."""
+    long = [f"{p.relative_to(PACKAGE.parent)}:{line} {name} ({n} lines)"
+            for p in SOURCES for name, line, n in _long_functions(p.read_text(encoding="utf-8"))]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
 
 
 def test_no_grading_without_the_boundary_in_the_product():

@@ -79,11 +79,12 @@ def _zip(src: Path, dest: Path) -> Path:
 
 
 def small_class(folder: Path) -> Path:
-    """alice: the reference (folder); bob: the stubs (.zip); carol: a catalogued mistake (notebooks);
-    dave: a corrupt .zip."""
+    """alice: the reference (folder); bob: the stubs, but for a second stage that does not import (.zip);
+    carol: a catalogued mistake (notebooks); dave: a corrupt .zip."""
     folder.mkdir(parents=True)
     _modules(ROOT / "solutions", folder / "alice")
     tmp = _modules(ROOT / "starter", folder.parent / "bob-src")
+    (tmp / f"{STAGES[1]}.py").write_text("def softmax(x, axis=-1)\n    return x\n")
     _zip(tmp, folder / "bob.zip")
     mut = _mutant_folder(folder.parent / "carol-src")
     _notebook_folder(mut, folder / "carol")
@@ -184,6 +185,15 @@ def test_batch_grades_a_class_into_reports_csv_and_gradebook(local_batch):
         assert float(grades["carol"][s]) == next(x["score"] for x in carol["stages"] if x["id"] == s)
     assert grades["dave"]["status"] == "unreadable" and "zip" in grades["dave"]["error"]
     assert grades["dave"]["total"] == "" and grades["dave"][STAGES[0]] == "", "no grade, not a silent zero"
+    # a stage left as the starter's stubs is not handed in; one that does not import says so, with its error
+    assert grades["bob"][f"{STAGES[0]} status"] == "not handed in"
+    assert grades["bob"][f"{STAGES[1]} status"].startswith("does not import: SyntaxError: ")
+    assert f"{STAGES[1]}.py does not import (SyntaxError: " in grades["bob"]["error"]
+    assert grades["alice"][f"{STAGES[1]} status"] == "graded"
+    assert grades["dave"][f"{STAGES[1]} status"] == "not handed in"
+    # the repository's course.toml gives no Canvas export: said once, at the very end
+    last = proc.stdout.strip().splitlines()[-1]
+    assert proc.stdout.count("grades-canvas.csv cannot be matched") == 1 and "[canvas] export" in last, proc.stdout
 
     book = Gradebook(f"sqlite:///{out / 'gradebook.sqlite'}")
     counts = book.counts()

@@ -8,6 +8,7 @@ import pytest
 
 from grader.authoring import mutants
 from grader.engine import run
+from grader.engine.options import GradingOptions
 
 MUTANTS = mutants.load()
 ALTERNATIVES = mutants.alternatives()
@@ -31,7 +32,7 @@ def test_catalogue_is_large_enough():
 def test_mutant_loses_points_with_feedback_that_names_it(mutant, tmp_path):
     sub = mutants.build_submission(mutant, tmp_path / "sub")
     # a mistake caught by the fast tests is caught by the whole suite (scores are per test)
-    stage, named_in_korean = mutants.grade_both(mutant, sub, fast_only=not mutant.needs_slow)
+    stage, named_in_korean = mutants.grade_both(mutant, sub, GradingOptions(fast_only=not mutant.needs_slow))
     feedback = mutants.failed_feedback(stage)
     assert stage["score"] < stage["max_score"], f"not caught: {mutant.description}"
     assert any(word.lower() in feedback.lower() for word in mutant.feedback_mentions), \
@@ -44,7 +45,7 @@ def test_alternative_upstream_variant_loses_nothing_in_the_stages_built_on_it(va
     """A correct earlier stage that uses the contract's freedoms (tests/upstream/): full marks in its own
     stage and in every stage that imports it (the fast tests; `make catalogue` runs them all)."""
     assert variant.graded_with[1:], f"{variant.key}: no stage is built on {variant.stage}"
-    rep = mutants.grade_upstream(variant, tmp_path / "sub", fast_only=True)
+    rep = mutants.grade_upstream(variant, tmp_path / "sub", options=GradingOptions(fast_only=True))
     assert not mutants.upstream_shortfalls(rep), mutants.upstream_shortfalls(rep)
 
 
@@ -52,5 +53,5 @@ def test_alternative_upstream_variant_loses_nothing_in_the_stages_built_on_it(va
 def test_alternative_scores_full_marks(alt, tmp_path):
     stage_id, path = alt
     sub = mutants.build_alternative(stage_id, path, tmp_path / "sub")
-    stage = run.grade(str(sub), stage_ids=[stage_id])["stages"][0]
+    stage = run.grade(str(sub), GradingOptions(stage_ids=[stage_id]))["stages"][0]
     assert stage["score"] == pytest.approx(stage["max_score"]), mutants.failed_feedback(stage)[:800]

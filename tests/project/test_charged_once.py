@@ -12,6 +12,7 @@ from conftest import grade_cached, stage_of
 
 from grader.authoring import mutants
 from grader.engine import stages
+from grader.engine.options import GradingOptions
 
 DEPENDENTS = {s.id: [d.id for d in stages.all_stages() if s.id in d.standins] for s in stages.all_stages()}
 
@@ -182,7 +183,7 @@ def test_a_correct_stage_7_whose_own_loader_reads_its_own_attribute_loses_nothin
 def test_the_same_stage_7_with_a_catalogued_mistake_loses_points_in_stage_7_only(tmp_path):
     variant = _variant("a07_bert_mlm/config_attribute_loader")
     (mistake,) = [m for m in variant.mistakes if m.id == "layers_default_eps"]
-    rep = mutants.grade_upstream(variant, tmp_path / "sub", mistake, fast_only=True)
+    rep = mutants.grade_upstream(variant, tmp_path / "sub", mistake, GradingOptions(fast_only=True))
     assert not mutants.upstream_shortfalls(rep, mistake), mutants.upstream_shortfalls(rep, mistake)
     for later in rep["stages"][1:]:
         (a07,) = [e for e in later["earlier"] if e["stage"] == "a07_bert_mlm"]
@@ -196,7 +197,8 @@ def test_a_lone_later_stage_grades_its_earlier_stages_first_for_the_verdict(tmp_
 
     variant = _variant("a07_bert_mlm/config_attribute_loader")
     sub = mutants.build_alternative(variant.stage, variant.path, tmp_path / "lone-stage-8")
-    first, again = (run.grade(str(sub), stage_ids=["a08_sentiment"], fast_only=True)["stages"][0] for _ in range(2))
+    options = GradingOptions(stage_ids=["a08_sentiment"], fast_only=True)
+    first, again = (run.grade(str(sub), options)["stages"][0] for _ in range(2))
     assert first["score"] == first["max_score"], mutants.failed_feedback(first)[:600]
     assert [(e["stage"], e["used"], e["verdict_from"]) for e in first["earlier"]] == [
         ("a05_encoder", "own", "verdict_only"), ("a07_bert_mlm", "own", "verdict_only")]
@@ -214,5 +216,6 @@ def test_every_upstream_variant_with_a_catalogued_mistake_is_charged_in_its_own_
                                                                                            tmp_path):
     """Each correct upstream variant with each catalogued mistake re-expressed on it: caught and named in
     its own stage, full marks in every stage built on it (graded in the same report)."""
-    rep = mutants.grade_upstream(variant, tmp_path / "sub", mistake, fast_only=not mistake.needs_slow)
+    rep = mutants.grade_upstream(variant, tmp_path / "sub", mistake,
+                                  GradingOptions(fast_only=not mistake.needs_slow))
     assert not mutants.upstream_shortfalls(rep, mistake), mutants.upstream_shortfalls(rep, mistake)

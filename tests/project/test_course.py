@@ -165,8 +165,9 @@ def test_starter_scores_zero_and_says_not_implemented(starter_report, stage_id):
 def test_check_runs_its_pytest_session_itself_and_its_report_follows_schema_v1_too():
     """`check` skips the schema check at run time (it only prints its report); the report is valid."""
     code = ("import json, sys; from grader.engine import report, run; "
-            "r = run.grade(sys.argv[1], kind='public', stage_ids=['a02_softmax', 'a05_encoder'], pytest_here=True, "
-            "validate=False); report.validate(r); print(json.dumps([r['score'], r['max_score']]))")
+            "from grader.engine.options import GradingOptions; "
+            "r = run.grade(sys.argv[1], GradingOptions(kind='public', stage_ids=['a02_softmax', 'a05_encoder'], "
+            "pytest_here=True, validate=False)); report.validate(r); print(json.dumps([r['score'], r['max_score']]))")
     done = subprocess.run([sys.executable, "-c", code, str(paths.SOLUTIONS)], cwd=paths.ROOT, capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(paths.ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]

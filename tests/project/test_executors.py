@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import os
 import re
 import shutil
+import signal
 import time
 
 import pytest
 from conftest import ROOT, quiet_console
 
-from grader.classroom import batch, executors, grading_process
+from grader.classroom import batch, executors, grading, grading_process
+from grader.classroom.gradebook import Gradebook
 from grader.engine import isolation, run, stages
+from grader.engine.options import GradingOptions
 
 
 def _class(folder, names):
@@ -35,18 +39,68 @@ def _grades(out) -> dict:
 
 def test_the_budget_is_the_stages_limits_and_both_slacks(tmp_path, fake_grader, monkeypatch):
     """The batch's per-submission budget is ``executors.budget_s``, its slack the named constant SLACK_S
-    (it once said ``+ 90`` beside an unused SLACK_S): with the slack cut, a 20 s hang is stopped at 3 s."""
+    (it once said ``+ 90`` beside an unused SLACK_S): with the slack cut, a 20 s hang is stopped at 3 s.
+    The stages' part is their limits times LOAD_FACTOR: a limit counts a worker's own time, not the wall clock."""
     chosen = stages.resolve(["a01_similarity"])
-    monkeypatch.setattr(executors, "SLACK_S", 3 - chosen[0].time_limit_s - run.PYTEST_SLACK_S)
+    monkeypatch.setattr(executors, "SLACK_S", 3 - executors.LOAD_FACTOR * chosen[0].time_limit_s - run.PYTEST_SLACK_S)
     monkeypatch.setenv("FAKE_HANG_S", "20")
     subs, out = _class(tmp_path / "class", ["hangs"]), tmp_path / "out"
-    start = time.monotonic()
-    assert batch.run_batch(subs, out=out, stage_ids=["a01_similarity"], target=fake_grader,
-                           console=quiet_console()) == 0
+    start, console = time.monotonic(), quiet_console()
+    assert batch.run_batch(subs, out=out, stage_ids=["a01_similarity"], target=fake_grader, console=console) == 0
     row = _grades(out)["hangs"]
     assert row["status"] == "error" and "longer than 3 s" in row["error"], row
-    assert time.monotonic() - start < 15
-    assert executors.budget_s(chosen) == chosen[0].time_limit_s + run.PYTEST_SLACK_S + executors.SLACK_S
+    assert console.file.getvalue().count("retry") == grading.RETRIES  # hung, or starved: tried again later
+    assert time.monotonic() - start < 15 + 3 * grading.RETRIES
+    assert executors.budget_s(chosen) == (executors.LOAD_FACTOR * chosen[0].time_limit_s + run.PYTEST_SLACK_S
+                                          + executors.SLACK_S)
+
+
+STARVED = """
+import os
+
+import fakegrader
+from grader.engine import isolation
+
+
+def grade(path, submission_id, options):
+    \"\"\"The fake grading, after STARVED_TIMES starved workers for a submission named starved*.\"\"\"
+    mark = os.path.join(os.environ["STARVED_MARKS"], submission_id)
+    tries = int(open(mark).read()) if os.path.exists(mark) else 0
+    open(mark, "w").write(str(tries + 1))
+    if submission_id.startswith("starved") and tries < int(os.environ["STARVED_TIMES"]):
+        raise isolation.WorkerStarved("the machine's load kept the worker of a01_similarity waiting for a CPU")
+    return fakegrader.grade(path, submission_id, options)
+"""
+
+
+@pytest.mark.parametrize("starved_times", [1, 5])
+def test_a_starved_grading_goes_into_the_retry_queue_and_is_never_scored(tmp_path, fake_grader, monkeypatch,
+                                                                        starved_times):
+    """A starved worker is the grader's trouble: the grading is not stored but graded again after the others;
+    after ``grading.RETRIES`` more tries it is an error row, never a score."""
+    lib = tmp_path / "lib"
+    (lib / "starved.py").write_text(STARVED)
+    (tmp_path / "marks").mkdir()
+    monkeypatch.setenv("STARVED_MARKS", str(tmp_path / "marks"))
+    monkeypatch.setenv("STARVED_TIMES", str(starved_times))
+    subs, out = _class(tmp_path / "class", ["a_ok", "starved"]), tmp_path / "out"
+    subs.joinpath("a_ok").rename(subs / "z_ok")  # graded after the starved one, which is then retried after it
+    console = quiet_console()
+    assert batch.run_batch(subs, out=out, stage_ids=["a01_similarity"], target="starved:grade", workers=1,
+                           console=console) == 0
+    said, rows = console.file.getvalue(), _grades(out)
+    tries = int((tmp_path / "marks" / "starved").read_text())
+    book = Gradebook(f"sqlite:///{out / 'gradebook.sqlite'}")
+    assert len(book.history("starved")) == 1, "a starved outcome was stored"
+    if starved_times == 1:
+        assert tries == 2 and rows["starved"]["status"] == "graded"
+        assert said.index("graded z_ok") < said.index("graded starved"), said
+    else:
+        assert tries == 1 + grading.RETRIES
+        assert rows["starved"]["status"] == "error" and "waiting for a CPU" in rows["starved"]["error"]
+        assert rows["starved"]["total"] == "", rows["starved"]
+    assert said.count("retry") == min(starved_times, grading.RETRIES) and "waiting for a CPU" in said
+    assert rows["z_ok"]["status"] == "graded"
 
 
 @pytest.fixture(scope="module")
@@ -84,24 +138,28 @@ def test_dask_stops_a_grading_past_its_budget(tmp_path, fake_grader, monkeypatch
 
 
 SEEN = """
+import ctypes
 import os
 
 
-def grade(path, submission_id, stage_ids, hide, **kw):
+def grade(path, submission_id, options):
     from grader.engine import isolation
+    death = ctypes.c_int(0)
+    ctypes.CDLL(None, use_errno=True).prctl(2, ctypes.byref(death), 0, 0, 0)  # PR_GET_PDEATHSIG
     return {"probed": isolation._probed.get("result").to_json() if "result" in isolation._probed else None,
-            "blas": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}}
+            "blas": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+            "death_signal": death.value, "threads": options.threads}
 """
 
 
-def _seen_by_a_grading_process(tmp_path, monkeypatch, **spec) -> dict:
+def _seen_by_a_grading_process(tmp_path, monkeypatch, threads: int = 1) -> dict:
     """What a grading process started as a batch starts it (``GradingProcess``) finds in itself."""
     lib = tmp_path / "lib"
     lib.mkdir()
     (lib / "seen.py").write_text(SEEN)
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{lib}")
-    spec = {"target": "seen:grade", "path": str(tmp_path), "submission_id": "s", "stage_ids": ["a01_similarity"],
-            "hide": [], **spec}
+    spec = grading_process.Spec(str(tmp_path), "s", GradingOptions(stage_ids=["a01_similarity"], threads=threads),
+                                target="seen:grade")
     (tmp_path / "scratch").mkdir()
     outcome = grading_process.GradingProcess(spec, "s", str(tmp_path / "scratch"), "here").finish(60)
     assert outcome.report, outcome
@@ -123,5 +181,26 @@ def test_a_grading_process_s_numpy_gets_its_share_of_the_cores_unless_the_user_c
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MKL_NUM_THREADS", "7")
-    blas = _seen_by_a_grading_process(tmp_path, monkeypatch, threads=threads)["blas"]
+    seen = _seen_by_a_grading_process(tmp_path, monkeypatch, threads=threads)
+    assert seen["threads"] == threads  # the options the grading is given are the ones the batch chose
+    blas = seen["blas"]
     assert blas == {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": "7", "OPENBLAS_NUM_THREADS": str(threads)}
+
+
+def test_a_grading_process_dies_with_its_fork_server_by_the_one_death_signal_set_at_the_fork(tmp_path, monkeypatch):
+    """``PR_SET_PDEATHSIG`` is set once: by the fork server's child, at the fork (``jail.die_with_parent``: SIGKILL,
+    checked against the parent's pid right after); the grading process does not set it again."""
+    assert _seen_by_a_grading_process(tmp_path, monkeypatch)["death_signal"] == signal.SIGKILL
+
+
+def test_grading_options_cross_to_a_grading_process_as_they_were_given():
+    """The spec is JSON on the grading process's command line: every option comes back the same, and a key
+    that is not an option is refused rather than dropped."""
+    options = GradingOptions(kind="hidden", stage_ids=["a01_similarity", "a02_softmax"], isolation="strict",
+                             allow_readable_secrets=True, hide=["/class", "/out"], threads=3, seed=12345,
+                             fast_only=True, reverse_order=True, language=None, pytest_here=True, validate=False)
+    spec = grading_process.Spec("/class/ann", "ann", options, target="seen:grade")
+    again = grading_process.Spec.from_json(json.loads(json.dumps(spec.to_json())))
+    assert again == spec and again.options.stage_ids == ("a01_similarity", "a02_softmax")
+    with pytest.raises(ValueError, match="not grading options: timeout"):
+        GradingOptions.from_json({**options.to_json(), "timeout": 3})

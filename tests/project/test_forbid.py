@@ -98,3 +98,130 @@ def test_the_graders_own_files_still_use_them(worker):
     assert worker["trusted_call"] == 5.0 and worker["trusted_class"] == [1]
     assert worker["early_reference_guarded"], "a reference taken before the guard is guarded too"
     assert worker["original_hidden"], "the wrapper does not hand the original back"
+
+
+# ---------------------------------------------------------------- what Python cannot undo (issue 33)
+
+LAYERED_STUDENT = textwrap.dedent('''\
+    import collections, dataclasses, gc, os, sys, warnings
+    import torch
+    import torch.nn.functional as F
+
+    q = torch.randn(1, 2, 3, 4)
+
+    def walk_frames():
+        return sys._getframe(0).f_lineno
+
+    def read_gc():
+        return len(gc.get_objects())
+
+    def run_code():
+        exec("1")
+
+    def unpickle_a_name():
+        import pickle
+        return pickle.loads(b"cos\\ngetcwd\\n.")
+
+    def warn_and_define():
+        warnings.warn("a library walks the stack for this")
+        Point = collections.namedtuple("Point", "x y")
+        return dataclasses.make_dataclass("Pair", ["a", "b"])(1, Point(2, 3)).a
+
+    def make_folders(path):
+        os.makedirs(os.path.join(path, "a", "b"))
+
+    def closure_original():
+        cells = F.scaled_dot_product_attention.__closure__
+        original = next(c.cell_contents for c in cells if callable(c.cell_contents))
+        return original(q, q, q)
+
+    def ops_call():
+        return torch.ops.aten.scaled_dot_product_attention(q, q, q)
+
+    def inference_mode_binding():
+        with torch.inference_mode():
+            return torch._C._nn.scaled_dot_product_attention(q, q, q)
+
+    def import_grader_late():
+        import importlib
+        return importlib.import_module("grader.engine.report")
+''')
+
+LAYERED_WORKER = textwrap.dedent('''\
+    import json, os, sys, tempfile, warnings
+    import torch
+    import torch.nn.functional as F
+    from grader.sandbox import forbid
+
+    warnings.simplefilter("ignore")
+    q = torch.randn(1, 2, 3, 4)
+    before = F.scaled_dot_product_attention(q, q, q)
+    guard = forbid.install(sys.argv[1], ["torch.nn.functional.scaled_dot_product_attention", "os.mkdir"])
+    sys.path.insert(0, sys.argv[1])
+    import layered
+    out = {}
+    for name in ("walk_frames", "read_gc", "run_code", "unpickle_a_name", "warn_and_define", "closure_original",
+                 "ops_call", "inference_mode_binding", "import_grader_late"):
+        try:
+            value = getattr(layered, name)()
+            out[name] = value if isinstance(value, (int, str)) else type(value).__name__
+        except forbid.ForbiddenCall as exc:
+            out[name] = "forbidden: " + str(exc)
+    try:
+        layered.make_folders(tempfile.mkdtemp())
+        out["make_folders"] = "made"
+    except forbid.ForbiddenCall as exc:
+        out["make_folders"] = "forbidden: " + str(exc)
+    after = F.scaled_dot_product_attention(q, q, q)  # course code: torch's own kernel
+    out["course_result_unchanged"] = bool(torch.equal(before, after))
+    with torch.inference_mode():
+        out["course_inference_mode"] = bool(torch.equal(torch._C._nn.scaled_dot_product_attention(q, q, q), before))
+    out["frames_here"] = sys._getframe(0).f_lineno > 0  # the worker's own code may
+    print(json.dumps(out))
+''')
+
+
+@pytest.fixture(scope="module")
+def layered(tmp_path_factory):
+    student = tmp_path_factory.mktemp("layered")
+    (student / "layered.py").write_text(LAYERED_STUDENT)
+    script = student.parent / "layered_worker.py"
+    script.write_text(LAYERED_WORKER)
+    done = subprocess.run([sys.executable, str(script), str(student)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("name, line, what", [
+    ("walk_frames", 8, "sys._getframe"), ("read_gc", 11, "gc.get_objects"), ("run_code", 14, "compile"),
+    ("unpickle_a_name", 18, "pickle")])
+def test_the_audit_hook_refuses_reaching_around_from_the_students_own_lines(layered, name, line, what):
+    assert layered[name].startswith(f"forbidden: layered.py:{line} uses {what}"), layered[name]
+    assert "reaches around the grader's rules" in layered[name]
+
+
+def test_libraries_may_do_on_the_students_behalf_what_the_student_may_not(layered):
+    """warnings walks the stack, namedtuple and dataclasses run generated code: from a library's frame."""
+    assert layered["warn_and_define"] == 1 and layered["frames_here"]
+
+
+def test_a_forbidden_call_made_by_a_library_for_the_student_is_the_students(layered):
+    """os.makedirs calls the forbidden os.mkdir: the nearest frame outside the libraries is the student's."""
+    assert layered["make_folders"].startswith("forbidden: layered.py:26 uses os.mkdir"), layered["make_folders"]
+
+
+@pytest.mark.parametrize("name, line", [("closure_original", 31), ("ops_call", 34), ("inference_mode_binding", 38)])
+def test_the_original_operator_is_refused_in_torchs_dispatcher(layered, name, line):
+    """Taken out of the Python guard's closure, called through torch.ops or the C binding (even under
+    inference_mode, which skips the autograd key): the dispatch table holds our kernel."""
+    expected = f"forbidden: layered.py:{line} uses torch.nn.functional.scaled_dot_product_attention"
+    assert layered[name].startswith(expected), layered[name]
+
+
+def test_course_code_still_gets_torchs_own_kernel(layered):
+    assert layered["course_result_unchanged"] and layered["course_inference_mode"]
+
+
+def test_importing_the_grader_is_refused_even_through_importlib(layered):
+    assert layered["import_grader_late"].startswith("forbidden: layered.py:42 uses the module grader")

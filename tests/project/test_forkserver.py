@@ -1,10 +1,12 @@
 """The fork server that starts workers: return codes, restarts, and its own failure."""
 import json
 import os
+import resource
 import select
 import subprocess
 import sys
 import textwrap
+import time
 
 import psutil
 import pytest
@@ -13,6 +15,7 @@ from conftest import ROOT
 from grader.engine import forkservers, isolation, stages
 from grader.engine.errors import WorkerCrashed
 from grader.engine.worker_client import StageWorker, StudentModule
+from grader.sandbox import jail
 from grader.sandbox.forkserver import SERVER_NAME
 from grader.sandbox.plan import Probed
 
@@ -244,3 +247,124 @@ def test_the_first_library_asked_for_takes_the_early_server_and_an_unused_one_is
         forkservers.close_all()
     assert early.proc.poll() is not None and unused.proc.poll() is not None
     assert not forkservers._early and not forkservers._servers
+
+
+# ---------------------------------------------------------------- what the worker says about itself (issue 33)
+
+def test_status_97_after_the_worker_is_ready_is_the_students_own_exit(server, tmp_path):
+    """97 is how a fork says it could not confine itself (a grader error); once the submission's code runs,
+    the same status is the submission's own exit, a crashed test."""
+    source = (ROOT / "solutions" / "a02_softmax.py").read_text() + "\n\ndef die():\n    import os\n    os._exit(97)\n"
+    worker = _worker(server, tmp_path, source)
+    try:
+        with pytest.raises(WorkerCrashed, match="exited with status 97"):
+            StudentModule(worker).die()
+    finally:
+        worker.close()
+
+
+def test_an_import_failure_is_the_graders_only_if_the_control_worker_fails_it_too(server, tmp_path):
+    """The worker's reply says which module failed and whose code imported it; a submission can stage that
+    (hide a module from the course's code, or forge the reply). The control worker, with none of the
+    submission's code, decides."""
+    worker = _worker(server, tmp_path, (ROOT / "solutions" / "a02_softmax.py").read_text())
+    staged = {"ok": False, "kind": "error", "type": "ModuleNotFoundError", "message": "No module named 'json'",
+              "import": {"module": "json", "not_found": True, "student_module": False, "by": "course",
+                         "found_here": False}}
+    try:
+        worker._check_import(staged, "the run check")  # json imports in the control worker: the student's
+        real = {**staged, "import": {**staged["import"], "module": "no_such_module_of_the_course"}}
+        with pytest.raises(isolation.WorkerImportFailed, match="no_such_module_of_the_course"):
+            worker._check_import(real, "the run check")
+    finally:
+        worker.close()
+    assert worker._control is not None and worker._control.pid is None  # stopped with the stage
+
+
+def test_a_worker_that_burns_cpu_between_calls_cannot_make_a_call_look_cheaper(server, tmp_path):
+    """The baseline of a timed call comes from the control worker, so CPU the submission spends outside the
+    call (to make the baseline dearer) only adds to its own time."""
+    source = (ROOT / "solutions" / "a02_softmax.py").read_text() + textwrap.dedent('''
+        import threading, time
+        _busy = threading.Event()
+
+        def _spin():
+            while True:
+                if not _busy.is_set():
+                    sum(range(1000))
+                else:
+                    time.sleep(0.0005)
+
+        threading.Thread(target=_spin, daemon=True).start()
+
+        def slow(n):
+            _busy.set()
+            t = time.thread_time()
+            while time.thread_time() - t < n:
+                pass
+            _busy.clear()
+            return n
+    ''')
+    worker = _worker(server, tmp_path, source)
+    try:
+        value, seconds = StudentModule(worker).timed("slow", 0.05)
+    finally:
+        worker.close()
+    assert value == 0.05 and seconds >= 0.045, seconds
+
+
+# ----------------------------------------------------------------------------- what a worker could see or change
+
+def _cmdline_once_exec_is_done(pid: int) -> list:
+    """A new process's command line: Popen returns once exec has closed its descriptors, a moment before the
+    kernel sets up the new arguments (until then /proc shows none; seen under load)."""
+    deadline = time.monotonic() + 10
+    while not (line := psutil.Process(pid).cmdline()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return line
+
+
+def test_no_grader_process_holds_a_path_of_the_course_or_the_probes_request_in_its_command_line():
+    """Any process may read another's command line in /proc (where nothing hides it), and a forked session
+    keeps its server's: the server's is the interpreter, ``-I -``, a descriptor and a pid; the probe in an
+    interpreter of its own is the interpreter and ``-I -`` (what each runs comes on its standard input)."""
+    asked = isolation._asked()
+    srv = forkservers.ForkServer(None, isolation.base_env(1), probe=asked)
+    try:
+        lines = {"server": psutil.Process(srv.proc.pid).cmdline()}
+        srv.load("numpy")
+        with open(os.devnull, "wb") as null:
+            forked = srv.fork_module("forked_module", ["sleep"], {"PATH": "/usr/bin:/bin"}, cwd="/tmp",
+                                     path=[str(ROOT / "tests" / "project"), str(ROOT)], stdout=null.fileno(),
+                                     stderr=null.fileno())
+        lines["session"] = psutil.Process(forked.pid).cmdline()
+        forkservers.kill_group(forked.pid)
+        srv.finish(forked, 10)
+        probing = subprocess.Popen([sys.executable, "-I", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        lines["probe"] = _cmdline_once_exec_is_done(probing.pid)
+        probing.communicate(jail.probe_program(asked).encode(), timeout=60)
+    finally:
+        srv.close()
+    assert lines["server"] == lines["session"] == [sys.executable, "-I", "-", lines["server"][3], str(os.getpid())]
+    assert lines["probe"] == [sys.executable, "-I", "-"] and probing.returncode == 0
+    assert not [arg for line in lines.values() for arg in line[1:] if "/" in arg], lines
+
+
+def test_a_thread_keeps_its_server_until_its_limits_or_priority_change_or_workers_could_change_it(monkeypatch):
+    """A batch's thread forks each grading from one server, and so each worker: a server whose limits a worker
+    lowered (one ``prlimit`` where it shares the uid and nothing refuses it) would fail every later worker."""
+    first = forkservers.of_this_thread("numpy", 1)
+    try:
+        assert _run(first, ["probe", "x"]).returncode == 3  # a grading forked from it leaves it as it was
+        assert forkservers.of_this_thread("numpy", 1) is first and first.unchanged
+        os.setpriority(os.PRIO_PROCESS, first.proc.pid, 5)
+        second = forkservers.of_this_thread("numpy", 1)
+        assert second is not first and first.proc.poll() is not None
+        resource.prlimit(second.proc.pid, resource.RLIMIT_AS, (1 << 40, 1 << 40))
+        third = forkservers.of_this_thread("numpy", 1)
+        assert third is not second and third.unchanged
+        shared = isolation.Probed(isolation.Route.USERNS, False, landlock=6, seccomp="")  # no uid, no seccomp
+        monkeypatch.setattr(isolation, "probe", lambda: shared)
+        assert forkservers.of_this_thread("numpy", 1) is not third
+    finally:
+        forkservers.close_threads()

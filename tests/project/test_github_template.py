@@ -85,11 +85,14 @@ def test_permissions_are_read_only(workflow):
 
 
 def test_the_install_step_installs_what_the_bundle_makefile_does(template, workflow):
-    """`make check` in the bundle and the workflow install the same packages the same way."""
+    """`make check` in the bundle and the workflow install the same packages the same way, at the versions the
+    instructor's set-up pins for the workflow's Python."""
+    pins = f"constraints/py{github_template.PYTHON}.txt"
+    assert (template / pins).is_file()
     def installs(lines):
         found = []
-        for line in lines:
-            words = shlex.split(line.replace("$(PY)", "python"))
+        for line in (x for x in lines if "pip install" in x):
+            words = shlex.split(line.replace("$(PY)", "python").replace("$(PIN)", f"-c {pins}"))
             if "install" in words and "pip" in words:
                 found.append([w for w in words[words.index("install") + 1:] if w != "-q"])
         return found
@@ -141,6 +144,12 @@ def test_the_readme_says_what_classroom_shows_and_what_the_grade_is(template):
     for stage in stages.all_stages():
         assert re.search(rf"`{stage.id}`.*\| {float(_public_points(stage)):g} \|", text), stage.id
     assert "## Notebooks" in text  # the bundle's README follows
+    korean = (template / "README.ko.md").read_text(encoding="utf-8")
+    for words in ("공개 검사만", "숨은 테스트", "`starter/aNN_<name>.py`", "`tests/`", "`.github/`", "make check",
+                  "## 노트북"):
+        assert words in korean, words
+    for stage in stages.all_stages():
+        assert re.search(rf"`{stage.id}`.*\| {float(_public_points(stage)):g} \|", korean), stage.id
 
 
 # -- leaks: the same checks as the release bundle's ------------------------------------------------------------
@@ -175,7 +184,8 @@ def _github_env(tmp_path: Path) -> dict:
 def test_check_github_shows_the_stage_points_without_namespaces(tmp_path):
     """GitHub's Ubuntu 24.04 runner restricts user namespaces (AppArmor): a user namespace holds no
     capability, so no mount or network namespace can be made in it (tests/project/place.py's filter, loaded
-    before the grader). `check` confines its workers with Landlock and seccomp instead, and scores."""
+    before the grader). `check` confines its workers with Landlock and seccomp instead, every guarantee kept
+    (`--isolation strict` refuses anything less), and scores."""
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(stages.get("a02_softmax").solution, work)
@@ -184,10 +194,10 @@ def test_check_github_shows_the_stage_points_without_namespaces(tmp_path):
     logs = []
     for folder in (work, ROOT / "starter"):
         done = subprocess.run([*filtered("apparmor"), sys.executable, "-m", "grader", "check", "a02_softmax",
-                               str(folder), "--github"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                               str(folder), "--github", "--isolation", "strict"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
-        line = next(x for x in done.stderr.splitlines() if x.startswith("isolation "))
-        assert "without namespaces" in line and "secrets_hidden" in line, line
+        assert "isolation" not in done.stdout + done.stderr, "strict, so a student is told nothing about it"
         logs.append(done.stdout)
     points = f"{float(_public_points(stages.get('a02_softmax'))):g}"
     assert f"::notice title=a02_softmax::a02_softmax: {points} / {points} public points" in logs[0]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, grade_cached, stage_of
+from leftovers import ipc_objects
 
 from grader.engine import report as report_mod
 
@@ -59,7 +60,9 @@ def listener():
 @pytest.mark.parametrize("case", CASES)
 def test_attack_gains_nothing_and_breaks_nothing(case, tmp_path, listener):
     received, port = listener
+    before = ipc_objects()
     rep = grade_cached(submission_with(case, tmp_path, port), stages=["a01_similarity", "a02_softmax"])
+    assert ipc_objects() - before == set(), f"{case} left IPC objects behind"
     report_mod.validate(rep)
     attacked, bystander = stage_of(rep, "a02_softmax"), stage_of(rep, "a01_similarity")
     assert attacked["score"] == 0, f"{case} scored {attacked['score']}: " + \
@@ -69,8 +72,11 @@ def test_attack_gains_nothing_and_breaks_nothing(case, tmp_path, listener):
     assert rep["isolation"]["separate_user"] and rep["isolation"]["network"] == "none"
 
 
-def test_an_infinite_loop_is_reported_as_a_timeout(tmp_path):
-    rep = grade_cached(submission_with("infinite_loop", tmp_path), stages=["a01_similarity", "a02_softmax"])
+@pytest.mark.parametrize("case", ["infinite_loop", "sleeper"])
+def test_an_infinite_loop_or_a_sleep_is_reported_as_a_timeout(tmp_path, case):
+    """Either is the student's timeout: the loop by its CPU time, the sleeper (no CPU time) by its wall time, which
+    it did not spend waiting for a CPU (grader/engine/charging.py)."""
+    rep = grade_cached(submission_with(case, tmp_path), stages=["a01_similarity", "a02_softmax"])
     statuses = {t["status"] for t in stage_of(rep, "a02_softmax")["tests"]}
     assert statuses <= {"timeout", "passed"} and "timeout" in statuses
 
@@ -105,4 +111,7 @@ def test_no_stage_can_hand_in_the_courses_stand_in_of_itself(stage, tmp_path):
     rep = grade_cached(sub, stages=[stage])
     graded = stage_of(rep, stage)
     assert graded["score"] == 0, [t["name"] for t in graded["tests"] if t["status"] == "passed"]
-    assert any("could not import the module" in t["feedback"] for t in graded["tests"])
+    # refused at the import (the worker's guard: the grader's modules are not the submission's to import), and
+    # beneath it out of reach (the worker's root holds no stand-in of its own stage: test_isolation.py)
+    assert any("uses the module grader" in t["feedback"] or "could not import the module" in t["feedback"]
+               for t in graded["tests"])

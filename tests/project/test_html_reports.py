@@ -25,6 +25,7 @@ from grader.authoring import mutants
 from grader.classroom import html_report
 from grader.classroom.discovery import Job
 from grader.classroom.rows import Row, Status
+from grader.engine.feedback_groups import diagnosis_key
 
 PY = sys.executable
 STAGES = [s for s in ("a01_similarity", "a02_softmax")   # the numpy stages (a02 while it is being written)
@@ -189,9 +190,12 @@ def test_a_students_page_renders_scores_and_feedback(graded, chromium, tmp_path)
     assert sum(r.attrs["data-status"] != "passed" for r in shown) == len(failing)
     assert len(shown) == sum(len(s["tests"]) for s in rep["stages"]), "every test is listed (passed ones folded)"
     page_text = dom.all_text()
-    for t in failing:
+    for t in failing:  # each visible feedback is there, once for the tests that repeat it on other numbers
         if t["visibility"] == "visible":
-            assert t["feedback"] in page_text, f"the feedback of {t['id']} is missing"
+            first = next(x for x in failing if x["visibility"] == "visible"
+                         and diagnosis_key(x["feedback"]) == diagnosis_key(t["feedback"]))
+            assert first["feedback"] in page_text, f"the feedback of {t['id']} is missing"
+            assert t is first or f"The same feedback as “{first['name']}” above." in page_text, t["id"]
     # a look at it: a screenshot that is not blank
     shot = tmp_path / "carol.png"
     browse(chromium, out / "html" / "carol.html", tmp_path, f"--screenshot={shot}", "--window-size=1100,1400",
@@ -258,11 +262,14 @@ def test_the_class_report_renders_distributions_failures_and_diagnoses(graded, c
     for s in STAGES:
         counts = bins(f"plot-{s}")
         assert sum(counts) == 3 and counts[0] >= 1 and counts[-1] >= 1, f"{s}: the stubs score 0, the reference full"
-    # most-failed tests: the stubs fail all, carol's mistake adds to some; shares are sorted
+    # most-failed tests: carol's mistake, among the two who attempted each test (bob's stubs are counted apart,
+    # not as failures); shares are sorted
     rows = dom.by_id("failed-tests").find_all("tr", cls="failed-test")
     assert rows
     shares = [float(r.find_all("td")[3].attrs["data-sort"]) for r in rows]
-    assert shares == sorted(shares, reverse=True) and shares[0] > 0.5
+    assert shares == sorted(shares, reverse=True) and shares[0] == 0.5
+    assert {r.find_all("td")[2].all_text() for r in rows} == {"1/2"}
+    assert "bob" not in dom.by_id("failed-tests").all_text() and "Not implemented yet" in dom.all_text()
     carol_failing = {t["id"].split("[")[0] for s in reports["carol"]["stages"] for t in s["tests"]
                      if t["status"] != "passed"}
     listed = {r.find_all("code")[0].all_text() for r in rows}
@@ -287,6 +294,25 @@ def test_the_class_report_renders_distributions_failures_and_diagnoses(graded, c
 def test_diagnoses_group_the_same_mistake_on_different_numbers():
     a = "similarity_matrix(Q (3, 4), K (5, 4)) is off by 0.25: got 1.5, expected 1.25. The usual cause is K.T"
     b = "similarity_matrix(Q (6, 2), K (1, 2)) is off by 3e-2: got -4, expected 7. The usual cause is K.T"
-    assert html_report.diagnosis_key(a) == html_report.diagnosis_key(b)
-    assert html_report.diagnosis_key(a) != html_report.diagnosis_key("a different message 1")
+    assert diagnosis_key(a) == diagnosis_key(b)
+    assert diagnosis_key(a) != diagnosis_key("a different message 1")
+    shapes = ("softmax(<ndarray (3,)>) raised NotImplementedError",
+              "softmax(<ndarray (2, 4)>) raised NotImplementedError")
+    assert diagnosis_key(shapes[0]) == diagnosis_key(shapes[1]), "a shape counts as one number"
+    assert diagnosis_key("softmax(x, axis=0) is off") != diagnosis_key("log_softmax(x, axis=0) is off")
     assert html.escape("<") == "&lt;"
+
+
+def test_a_repeated_feedback_is_shown_once_with_the_tests_it_covers():
+    """Two visible tests failing with the same paragraph on other numbers: the page says it once, under the first,
+    naming the other; a hidden test's feedback stays withheld and names nothing."""
+    tests = [{"id": f"a01_similarity::{n}", "name": n, "score": 0.0, "max_score": 1.0, "status": "failed",
+              "visibility": v, "feedback": fb, "duration_s": 0.0}
+             for n, v, fb in (("t_one", "visible", "REPEATED off by 0.5 at (1, 2)"),
+                              ("t_two", "visible", "REPEATED off by 0.25 at (0, 3)"),
+                              ("t_hid", "hidden", "REPEATED off by 0.125 at (2, 2)"))]
+    rep = made_report([{"id": "a01_similarity", "title": "t", "score": 0.0, "max_score": 3.0, "tests": tests}])
+    page = html_report.submission_page(Row(Job("x", "x", "x", "folder", "0" * 64), Status.GRADED, rep))
+    assert page.count("REPEATED") == 1 and "off by 0.5" in page
+    assert "The same feedback for: t_two" in page and "The same feedback as “t_one” above." in page
+    assert "t_hid" not in page.split("The same feedback for:")[1].split("</div>")[0]

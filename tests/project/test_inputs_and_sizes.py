@@ -1,38 +1,48 @@
-"""The two course-wide checks every suite gets: inputs left unchanged (the worker sees what a call changed, the
-trusted side words it) and sizes of one and calls in a row (one helper). End to end, the catalogue proves them:
-in-place, squeeze and cached-state mistakes in tests/mutants/ are caught and named."""
+"""The two course-wide checks every suite gets: inputs left unchanged (the worker sends the arguments back as the
+call left them; the trusted side compares them with what it sent and words the difference) and sizes of one
+and calls in a row (one helper). End to end, the catalogue proves them: in-place, squeeze and cached-state
+mistakes in tests/mutants/ are caught and named."""
 import numpy as np
 import pytest
 import torch
 
 from grader.engine import testing
 from grader.engine.errors import StudentError
-from grader.sandbox import runtime
 
 
-def _changed(before, after):
-    return runtime._changes(runtime._snapshot(before), after, ["args"])
+def _change(before, after, names=("x",)):
+    """The message when the call left the positional arguments ``before`` as ``after`` ("" if unchanged)."""
+    try:
+        testing.assert_inputs_unchanged("f", {"args": before, "kwargs": {}}, {"args": after, "kwargs": {}},
+                                        list(names))
+    except AssertionError as exc:
+        return str(exc)
+    return ""
 
 
-def test_the_worker_sees_values_dtype_shape_and_list_changes_and_nothing_else():
+def test_the_trusted_side_sees_values_dtype_shape_and_container_changes_and_nothing_else():
     x = np.arange(6.0).reshape(2, 3)
-    assert _changed([x], [x.copy()]) == []
+    assert _change([x], [x.copy()]) == ""
     nan = np.array([1.0, np.nan])
-    assert _changed([nan], [nan.copy()]) == []  # NaN equals NaN: no change
+    assert _change([nan], [nan.copy()]) == ""  # NaN equals NaN: no change
     y = x.copy()
     y[1, 2] = -1.0
-    (where, after), = _changed([x], [y])
-    assert where == ["args", 0] and after[1, 2] == -1.0
-    assert _changed([x], [x.astype(np.float32)]) and _changed([x], [x.reshape(3, 2)])
+    assert "x in place: at index [1, 2] it held 5 before the call and holds -1 after" in _change([x], [y])
+    assert "dtype" in _change([x], [x.astype(np.float32)]) and "shape" in _change([x], [x.reshape(3, 2)])
     t = torch.ones(2, 3)
-    assert _changed([t], [t.clone()]) == []
-    assert _changed([t], [t.unsqueeze(0)]) and _changed([t], [t.long()])
-    assert _changed([[3, 1, 2]], [[1, 2, 3]]) == [(["args", 0], [1, 2, 3])]
+    assert _change([t], [t.clone()]) == ""
+    assert "shape" in _change([t], [t.unsqueeze(0)]) and "dtype" in _change([t], [t.long()])
+    assert "item 0" not in _change([[3, 1, 2]], [[3, 1, 2]]) == ""
+    assert "x[0] in place: it was 3 before the call and is 1 after" in _change([[3, 1, 2]], [[1, 2, 3]])
+    assert "it held 2 items before the call and holds 3 after" in _change([[1, 2]], [[1, 2, 3]])
+    assert "keys" in _change([{"a": 1}], [{"a": 1, "b": 2}]) and "x['a']" in _change([{"a": 1}], [{"a": 2}])
+    assert _change([("a", 1.5, None)], [("a", 1.5, None)]) == ""
+    assert "no longer a tuple" in _change([("a",)], [["a"]])
+    assert _change([testing.tr("A short one.")], ["A short one."]) == ""  # a marked text is a str
     nested = {"calls": [{"args": [t]}]}
-    changed = runtime._changes(runtime._snapshot(nested), {"calls": [{"args": [t * 2]}]}, ["kwargs"])
-    assert [w for w, _ in changed] == [["kwargs", "calls", 0, "args", 0]]
-    assert runtime._display(changed[0][0], []) == "argument 1 of forward call 1"
-    assert runtime._display(["args", 0, 2], ["x"]) == "x[2]"
+    with pytest.raises(AssertionError, match="argument 1 of forward call 1 in place"):
+        testing.assert_inputs_unchanged("g", {"args": [], "kwargs": nested},
+                                        {"args": [], "kwargs": {"calls": [{"args": [t * 2]}]}})
 
 
 def test_the_message_names_the_function_the_input_and_the_first_difference():
@@ -40,22 +50,26 @@ def test_the_message_names_the_function_the_input_and_the_first_difference():
     after = x.copy()
     after[0, 1] = 0.0
     with pytest.raises(AssertionError) as err:
-        testing.assert_inputs_unchanged("softmax", {"args": [x], "kwargs": {}},
-                                        [{"where": ["args", 0], "name": "x", "after": after}])
+        testing.assert_inputs_unchanged("softmax", {"args": [x], "kwargs": {}}, {"args": [after], "kwargs": {}},
+                                        ["x"])
     text = str(err.value)
     assert text.startswith("softmax changed its input x in place: at index [0, 1] it held 2 before the call")
     assert "1 of 4 entries changed" in text and "x -= m" in text
     with pytest.raises(AssertionError, match=r"its shape was \(2, 3\) before the call and is \(1, 2, 3\).*_ "):
         testing.assert_inputs_unchanged("your MultiHeadAttention, in the run check,",
                                         {"args": [], "kwargs": {"mask": torch.ones(2, 3)}},
-                                        [{"where": ["kwargs", "mask"], "name": "mask", "after": torch.ones(1, 2, 3)}])
-    with pytest.raises(AssertionError, match=r"item 0 was 3 before the call and is 1 after.*sorted\(x\)"):
-        testing.assert_inputs_unchanged("f", {"args": [[3, 1]], "kwargs": {}},
-                                        [{"where": ["args", 0], "name": "ids", "after": [1, 3]}])
-    # what the worker claims changed but did not (or a path it did not send) costs nothing
-    testing.assert_inputs_unchanged("f", {"args": [x], "kwargs": {}},
-                                    [{"where": ["args", 0], "name": "x", "after": x.copy()},
-                                     {"where": ["args", 5], "name": "y", "after": x}])
+                                        {"args": [], "kwargs": {"mask": torch.ones(1, 2, 3)}})
+
+
+def test_arguments_that_do_not_come_back_as_sent_fail_the_call():
+    """A worker that leaves the arguments out of its reply, or sends other ones, cannot pass the check: the
+    comparison is the trusted side's, and it needs every argument back."""
+    x = np.ones(3)
+    for after in (None, {}, {"args": [], "kwargs": {}}, {"args": [x], "kwargs": {"y": 1}}, {"args": [x]}):
+        with pytest.raises(AssertionError, match="did not come back"):
+            testing.assert_inputs_unchanged("f", {"args": [x], "kwargs": {}}, after)
+    with pytest.raises(AssertionError, match="cannot be sent back"):
+        testing.assert_inputs_unchanged("f", {"args": [[x]], "kwargs": {}}, {"unsendable": "TypeError: a lambda"})
 
 
 def test_size_calls_are_three_in_a_row_then_each_axis_at_one():

@@ -23,6 +23,7 @@ from conftest import grade_cached, stage_of
 
 from grader.authoring import notebook_build, starter
 from grader.engine import notebooks, paths, run, stages
+from grader.engine.options import GradingOptions
 from grader.lab import figures
 
 STAGES = notebook_build.buildable()
@@ -228,7 +229,7 @@ def test_bad_notebooks_score_zero_for_their_stage_only(tmp_path):
     (tmp_path / f"{shell}.ipynb").write_text(json.dumps(nb))
 
     chosen = [good, malformed, untagged, shell]
-    rep = run.grade(str(tmp_path), kind="public", stage_ids=chosen)
+    rep = run.grade(str(tmp_path), GradingOptions(kind="public", stage_ids=chosen))
     graded = stage_of(rep, good)
     assert graded["score"] == graded["max_score"] > 0, graded
     reasons = {malformed: "not a readable Jupyter notebook", untagged: "tagged 'solution'",

@@ -12,6 +12,8 @@ that any uid can read and a copy of the course):
 * ``container``: (a) the same with the world-readable venv: a uid of its own besides Landlock and seccomp;
 * ``container_no_landlock``: (e) that, where the ``landlock_*`` calls give ENOSYS: file permissions hide
   the secrets from the worker's uid.
+* ``container_no_seccomp``: (a) where no seccomp filter loads (a kernel without seccomp filters, an image without
+  libseccomp): Landlock and a uid of its own, whose processes and IPC objects the fork server removes.
 
 As uid 65534 (the system's venv, the course copy):
 
@@ -25,7 +27,8 @@ Gradescope's layout under (a) is ``tests/project/test_gradescope.py``'s. In each
 secrets: the reference scores full marks and the starter 0, the network attack reaches nothing, a
 submission that reads or imports the solutions or hidden tests scores 0, and ``kill_grader`` gains
 nothing and the grading ends with a report (``make test``); every attack of ``tests/hostile/`` gains
-nothing that the reported layers promise to stop (``make test-slow``).
+nothing that the reported layers promise to stop, and no grading leaves an IPC object behind
+(``make test-slow``).
 """
 from __future__ import annotations
 
@@ -42,11 +45,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import leftovers
 import pytest
 from conftest import ROOT
 from test_hostile import CASES, listener, submission_with  # noqa: F401  (listener is a fixture)
 
 from grader.engine import isolation
+from grader.engine.table import LESS_CONFINED
+from grader.i18n import render
+from grader.sandbox import jail
 
 DOCKER_CAPS = "chown,dac_override,fowner,fsetid,kill,setgid,setuid,setpcap,net_bind_service,net_raw,sys_chroot," \
               "mknod,audit_write,setfcap"
@@ -57,6 +64,8 @@ LONE_UID = 65533  # kill_grader where the worker shares the grader's uid: a uid 
 PLACE_PY = str(Path(__file__).with_name("place.py"))
 MECHANISMS, GUARANTEES = set(isolation.MECHANISMS), set(isolation.GUARANTEES)
 SECRET_READERS = {"read_hidden", "import_solutions"}  # stopped by secrets_hidden alone
+AT_OTHER_PROCESSES = {"kill_grader", "reach_grader", "spy_on_grader"}  # where the worker shares the grader's uid:
+#   run as LONE_UID, so that what they reach is the grading's own (never a process of another test of uid 65534)
 
 
 def filtered(place: str, *options: str) -> list:
@@ -85,6 +94,9 @@ PLACES = {
     "container_no_landlock": Place(filtered("docker", "--no-landlock") + AS_DOCKER, system_venv=True,
                                    mechanisms={"separate_uid", "seccomp"}, absent={"namespaces", "landlock"},
                                    mode="partial"),
+    "container_no_seccomp": Place(filtered("docker", "--no-seccomp") + AS_DOCKER, system_venv=True,
+                                  mechanisms={"separate_uid", "landlock"}, absent={"namespaces", "seccomp"},
+                                  mode="partial"),
     "laptop": Place([], NOBODY, True, {"namespaces", "new_root", "landlock", "seccomp"}, {"separate_uid"}),
     "no_userns": Place(filtered("docker"), NOBODY, True, {"landlock", "seccomp"}, {"namespaces", "separate_uid"}),
     "apparmor": Place(filtered("apparmor"), NOBODY, True, {"landlock", "seccomp"}, {"namespaces", "separate_uid"}),
@@ -301,21 +313,27 @@ def test_the_reference_the_starter_and_the_attacks_that_matter(name, copied, lis
         else:
             assert _stage(rep, "a02_softmax")["score"] == 0, (case, rep["isolation"])
     assert received == [], f"the network attack reached a server on this machine in {name}: {received}"
-    assert iso["network"] == "none"
+    assert iso["network"] == ("none" if "network" in layers else "shared")
+
+
+def _lone(name: str, case: str):
+    """The uid to grade ``case`` as in ``name``: LONE_UID for an attack on other processes where the grader runs
+    unprivileged (so it could reach no process here but this grading's), else the place's own."""
+    if case not in AT_OTHER_PROCESSES or not PLACES[name].uid:
+        return None
+    assert LONE_UID not in _uids_running(), f"uid {LONE_UID} is in use here: the attack would reach it"
+    return LONE_UID
 
 
 @pytest.mark.parametrize("name", PLACES)
 def test_kill_grader_gains_nothing_and_the_grading_ends_with_a_report(name, copied):
     """Where the worker shares the grader's uid, the attack runs as a uid no other process here has: it
     signals every process it can see, and must reach none of the grader's."""
-    shared = PLACES[name].uid != 0 or "separate_uid" not in PLACES[name].mechanisms
-    uid = LONE_UID if shared and PLACES[name].uid else None
-    if uid:
-        assert LONE_UID not in _uids_running(), f"uid {LONE_UID} is in use here: the attack would signal it"
-    code, rep, err = attack(name, copied, "kill_grader", 0, uid=uid)
+    code, rep, err = attack(name, copied, "kill_grader", 0, uid=_lone(name, "kill_grader"))
     assert code == 0 and rep is not None, err
     assert _stage(rep, "a02_softmax")["score"] == 0 and _stage(rep, "a01_similarity")["score"] == 8
-    assert "grader_unreachable" in applied(rep)
+    reach = rep["isolation"]["layers"]["grader_unreachable"]  # where it is missing, only for what is in sight
+    assert reach["applied"] or reach["why"].startswith("it sees the grader's processes and their command lines"), reach
 
 
 @pytest.mark.parametrize("name", ["root", "docker", "no_userns", "apparmor"])
@@ -329,12 +347,32 @@ def test_the_memory_of_another_process_of_the_same_uid_is_out_of_reach(name, cop
 
 
 def test_the_attacks_work_where_nothing_stops_them(copied):
-    """The yardstick of the two tests above: unconfined (``--isolation degraded``), spy_on_grader reads
-    the bystander and write_outside writes outside its folder, and both score."""
-    for case in ("spy_on_grader", "write_outside"):
+    """The yardstick of the tests around: unconfined (``--isolation degraded``), spy_on_grader reads the
+    bystander, write_outside writes outside its folder and see_processes reads a grader's command line, and
+    each scores; reach_grader, as a uid of its own, lowers the limits of the grading's own processes, which
+    then fail. ipc_leftovers needs ctypes, which the source scan refuses wherever the grader runs (its stage
+    scores 0 everywhere), so what it would do is shown without the grader: run twice as a plain process of
+    one uid, the second finds what the first left."""
+    for case in ("spy_on_grader", "write_outside", "see_processes"):
         with bystander(NOBODY):
-            code, rep, err = grade_in("laptop", copied, hostile(case, copied, 0, copied[1]), "--isolation", "degraded")
+            code, rep, err = grade_in("laptop", copied, hostile(case, copied, 0, copied[1]), "--isolation",
+                                      "degraded")
         assert code == 0 and _stage(rep, "a02_softmax")["score"] > 0, (case, err)
+    module = ROOT / "tests" / "hostile" / "ipc_leftovers"
+    run = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(module)!r}); import a02_softmax as m; "
+           "print(m._found() or m._leave())"]
+    before = leftovers.ipc_objects()
+    try:
+        left, found = (subprocess.run(run, capture_output=True, text=True, timeout=60) for _ in range(2))
+    finally:
+        leftovers.remove(leftovers.ipc_objects() - before)  # what it left, and only that
+    assert left.stdout.strip() == "True" and found.stdout.strip() == "True", (left.stderr, found.stderr)
+    code, rep, err = grade_in("laptop", copied, hostile("ipc_leftovers", copied, 0, copied[1]), "--isolation",
+                              "degraded")
+    assert code == 0 and _stage(rep, "a02_softmax")["score"] == 0 and "(ctypes)" in json.dumps(rep), err
+    code, rep, err = grade_in("laptop", copied, hostile("reach_grader", copied, 0, copied[1]), "--isolation",
+                              "degraded", uid=_lone("laptop", "reach_grader"))
+    assert code != 0 or _stage(rep, "a02_softmax")["score"] > 0, err
 
 
 def test_file_permissions_hide_the_secrets_where_nothing_else_can(copied):
@@ -364,9 +402,11 @@ def test_a_worker_that_fails_to_confine_after_the_probe_could_is_a_grader_error(
 
 
 def test_check_needs_no_secrets_and_runs_everywhere(copied):
-    code, out, err = run_in("no_userns_no_landlock", copied, "check", "a02_softmax", "solutions")
-    assert code == 0 and err[0].startswith("isolation degraded"), err
-    assert "8.00 / 8" in out
+    code, out, err = run_in("no_userns_no_landlock", copied, "check", "a02_softmax", "solutions",
+                            "--lang", "en")
+    assert code == 0 and "8.00 / 8" in out, err
+    # a student reads one plain line about it, not the layers (they stay in the report)
+    assert out.strip().splitlines()[-1] == render(LESS_CONFINED, "en") and "isolation" not in out + "".join(err)
 
 
 def test_batch_where_the_secrets_cannot_be_hidden_grades_only_when_readable_secrets_are_allowed(copied):
@@ -392,17 +432,45 @@ def test_batch_where_the_secrets_cannot_be_hidden_grades_only_when_readable_secr
     shutil.rmtree(subs, ignore_errors=True)
 
 
+def test_prlimit_on_every_process_of_its_uid_changes_nothing_and_the_next_stage_and_submission_get_full_marks(
+        copied):
+    """As an unprivileged uid without namespaces (a laptop or runner where user namespaces are refused), the
+    worker shares the grader's uid: reach_grader acts on every process of that uid (the fork server, the
+    session, the grading, the batch), lowering hard limits to 64 MB among the rest. A batch of one thread keeps
+    its fork server for the next submission. Nothing it tried took: its stage scores 0, the next stage of its
+    own submission and the next submission, forked from the same server, get full marks."""
+    subs = Path(tempfile.mkdtemp(prefix="places-reach-", dir=copied[2]))
+    for name, a02 in (("attack", ROOT / "tests" / "hostile" / "reach_grader"), ("next", copied[1] / "solutions")):
+        (subs / name).mkdir(parents=True)
+        shutil.copy(a02 / "a02_softmax.py", subs / name)
+        shutil.copy(copied[1] / "solutions" / "a03_attention.py", subs / name)
+    subprocess.run(["chmod", "-R", "a+rwX", str(subs)], check=True)
+    out = subs.parent / (subs.name + "-out")
+    code, stdout, err = run_in("no_userns", copied, "batch", str(subs), "--out", str(out), "--workers", "1",
+                               "--stages", "a02_softmax,a03_attention", uid=_lone("no_userns", "reach_grader"))
+    try:
+        assert code == 0, stdout + "\n".join(err)
+        reports = {name: json.loads((out / "reports" / f"{name}.json").read_text()) for name in ("attack", "next")}
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(subs, ignore_errors=True)
+    scores = {name: {s["id"]: s["score"] for s in rep["stages"]} for name, rep in reports.items()}
+    assert scores["attack"] == {"a02_softmax": 0, "a03_attention": 14}, scores
+    assert scores["next"] == {"a02_softmax": 8, "a03_attention": 14}, scores
+    assert "grader_unreachable" in applied(reports["attack"]) and "separate_uid" not in applied(reports["attack"])
+
+
 def test_the_probe_as_an_unprivileged_user(copied):
     """uid 65534 never gets root's namespaces nor a uid of its own; with user namespaces a processes
     limit that counts only the worker's own (Linux >= 5.14); Landlock and seccomp wherever the kernel
     and the filter allow them."""
     venv, course, home = copied
-    probe = json.dumps({"uid": 234567, "secrets": [str(course / "solutions")], "course": str(course)})
+    program = jail.probe_program({"uid": 234567, "secrets": [str(course / "solutions")], "course": str(course)},
+                                 root=str(course))
     found = {}
     for name in ("laptop", "no_userns", "apparmor", "no_userns_no_landlock"):
         proc = subprocess.run([*PLACES[name].prefix, "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
-                               "--clear-groups", "--", str(venv / "bin" / "python"), "-I",
-                               str(course / "grader" / "sandbox" / "jail.py"), "--probe", probe],
+                               "--clear-groups", "--", str(venv / "bin" / "python"), "-I", "-"], input=program,
                               cwd="/", env={"PATH": "/usr/bin:/bin", "HOME": str(home)}, capture_output=True,
                               text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
@@ -417,6 +485,7 @@ def test_the_probe_as_an_unprivileged_user(copied):
     assert "Function not implemented" in found["no_userns_no_landlock"]["landlock_why"]
     assert found["no_userns_no_landlock"]["readable"] == [str(course / "solutions")]
     assert all(found[n]["seccomp"] for n in found)
+    assert [n for n in found if found[n]["sees_grader"]] == ["no_userns_no_landlock"]  # Landlock: its own /proc
 
 
 # ---------------------------------------------------------------- make test-slow: the whole hostile catalogue
@@ -430,11 +499,9 @@ MATRIX = CACHE / "hostile-matrix.jsonl"  # what each attack got, one line per ru
 def test_the_hostile_catalogue_in_every_place(name, case, copied, listener):  # noqa: F811
     """Each attack gains nothing that the reported layers promise to stop."""
     received, port = listener
-    place, uid = PLACES[name], None
-    if case == "kill_grader" and place.uid:
-        uid = LONE_UID
-        assert LONE_UID not in _uids_running(), f"uid {LONE_UID} is in use here: the attack would signal it"
-    code, rep, err = attack(name, copied, case, port, uid=uid)
+    before = leftovers.ipc_objects()
+    code, rep, err = attack(name, copied, case, port, uid=_lone(name, case))
+    assert leftovers.ipc_objects() - before == set(), f"{case} left IPC objects behind in {name}"
     assert code == 0 and rep is not None, err
     layers = applied(rep)
     score = {s["id"]: s["score"] for s in rep["stages"]}
@@ -446,6 +513,8 @@ def test_the_hostile_catalogue_in_every_place(name, case, copied, listener):  # 
         assert not rep["isolation"]["secrets_hidden"]  # what it gains, the report admits
     elif case == "write_outside" and "writes_confined" not in layers:
         assert rep["isolation"]["layers"]["writes_confined"]["why"]  # admitted
+    elif case == "see_processes" and "grader_unreachable" not in layers:
+        assert "command lines" in rep["isolation"]["layers"]["grader_unreachable"]["why"]  # admitted
     else:
         assert score["a02_softmax"] == 0, f"{case} scored {score['a02_softmax']} in {name}"
     assert received == [], f"{case} reached a server on this machine: {received}"

@@ -105,3 +105,182 @@ def test_every_reply_kind_the_worker_sends_is_named_in_the_protocol():
     bare = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Dict)
             and any(isinstance(k, ast.Constant) and k.value == "kind" for k in node.keys)]
     assert bare == [], f"runtime.py builds replies by hand at lines {bare}"
+
+
+# ---------------------------------------------------------------- what reading a reply may cost (protocol.Bound)
+
+def _frame(header: bytes, blobs=()) -> bytes:
+    parts = [struct.pack("<I", len(header)), header, struct.pack("<I", len(blobs))]
+    for blob in blobs:
+        parts += [struct.pack("<Q", len(blob)), blob]
+    return b"".join(parts)
+
+
+def _npy(array) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, array)
+    return buf.getvalue()
+
+
+BOUND = protocol.Bound.answering()
+
+
+def _over(measure: str) -> bytes:
+    """A legally framed message one step over ``measure`` of BOUND, and nothing else over."""
+    if measure == "bytes":
+        return _frame(b'{"__ndarray__": 0}', [_npy(np.zeros(BOUND.bytes // 8))])
+    if measure == "header":
+        return _frame(b'"' + b"x" * BOUND.header + b'"')
+    if measure == "values":
+        return _frame(b"[" + b"0," * BOUND.values + b"0]")
+    if measure == "blobs":
+        return _frame(b"0", [_npy(np.zeros(0))] * (BOUND.blobs + 1))
+    if measure == "depth":
+        return _frame(b"[" * (protocol.MAX_DEPTH + 1) + b"]" * (protocol.MAX_DEPTH + 1))
+    if measure == "deep json":  # deeper than the JSON parser recurses: never a RecursionError out of decode
+        return _frame(b"[" * 100_000 + b"]" * 100_000)
+    raise ValueError(measure)
+
+
+@pytest.mark.parametrize("measure", ["bytes", "header", "values", "blobs", "depth", "deep json"])
+def test_a_reply_over_its_bound_is_a_protocol_error_before_it_costs_anything(measure):
+    import tracemalloc
+    message = _over(measure)
+    tracemalloc.start()
+    try:
+        with pytest.raises(protocol.ProtocolError):
+            protocol.decode(message, bound=BOUND)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"refusing a reply over its {measure} bound cost {peak / 2**20:.1f} MB"
+
+
+AT_BOUND = {  # the costliest replies each measure allows: (message, most it may cost to decode)
+    "one big array": (lambda: _frame(b'{"__tensor__": 0}', [_npy(np.zeros((BOUND.bytes - 4096) // 8))]),
+                      BOUND.bytes * 1.05),
+    "empty lists": (lambda: _frame(b"[" + b"[]," * ((BOUND.values - 3) // 2) + b"[]]"), 16 << 20),
+    "empty arrays": (lambda: _frame(b"[" + b",".join(b'{"__ndarray__": %d}' % i for i in range(BOUND.blobs)) + b"]",
+                                    [_npy(np.zeros(0))] * BOUND.blobs), 16 << 20),
+    "one long string": (lambda: _frame(b'"' + b"x" * (BOUND.header - 2) + b'"'), 4 * BOUND.header),
+}
+
+
+@pytest.mark.parametrize("case", AT_BOUND)
+def test_the_costliest_reply_a_bound_allows_costs_about_its_bytes_once_more(case):
+    """Decoding allocates what the message says and no more (the message itself is already read): arrays of
+    exactly their blobs' bytes, a blob used once, values counted before they are made."""
+    import tracemalloc
+    make, most = AT_BOUND[case]
+    message = make()
+    tracemalloc.start()
+    try:
+        value = protocol.decode(message, bound=BOUND)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert value is not None and peak <= most, f"{case}: {peak / 2**20:.1f} MB"
+
+
+@pytest.mark.parametrize("blob", [
+    _npy(np.zeros(3))[:-1],                                                   # fewer bytes than its shape
+    _npy(np.zeros(3)) + b"\0" * 8,                                            # more
+    _npy(np.zeros(2, dtype=[("a", "<f8")])),                                  # a structured dtype
+    _npy(np.array(["ab"])),                                                   # a string
+    _npy(np.zeros(4)).replace(b"(4,)", b"(1000000000000,)").replace(b"'descr': '<f8'", b"'descr': '|V0'"),
+])
+def test_a_blob_is_exactly_a_numeric_array_of_its_bytes(blob):
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(_frame(b'{"__ndarray__": 0}', [blob]), bound=BOUND)
+
+
+def test_a_blob_is_used_once_and_a_tag_holds_what_it_should():
+    big = _npy(np.zeros(1 << 17))
+    with pytest.raises(protocol.ProtocolError, match="blob reference"):  # each use would be a copy in a tensor
+        protocol.decode(_frame(b"[" + b",".join([b'{"__tensor__": 0}'] * 1000) + b"]", [big]), bound=BOUND)
+    for header in (b'{"__int__": "' + b"9" * 5000 + b'"}', b'{"__tuple__": 5}', b'{"__dict__": [[1]]}',
+                   b'{"__float__": [1]}', b'{"a": 1, "b": 2}'):
+        with pytest.raises(protocol.ProtocolError):
+            protocol.decode(_frame(header), bound=BOUND)
+
+
+def test_a_fortran_ordered_array_and_a_big_endian_one_come_back_whole():
+    for array in (np.asfortranarray(np.arange(12.0).reshape(3, 4)), np.arange(5, dtype=">i4"), np.bool_(True),
+                  np.zeros((2, 0, 3), np.complex64), np.arange(6.0).reshape(2, 3)[:, ::2]):
+        back = protocol.decode(protocol.encode(array), bound=BOUND)
+        assert back.dtype == np.asarray(array).dtype and np.array_equal(back, array)
+
+
+@pytest.mark.parametrize("header", [
+    "{'descr': '<f8', 'fortran_order': True, 'shape': (3, 4), }",      # what the encoder never sends
+    "{'descr': '<f8', 'shape': (3, 4), 'fortran_order': False, }",     # keys in another order
+    "{'descr': '<f3', 'fortran_order': False, 'shape': (3, 4), }",     # no such dtype
+    "{'descr': '|O', 'fortran_order': False, 'shape': (3, 4), }",      # objects
+    "{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (3,), }",  # fields
+    "{'descr': '<f8', 'fortran_order': False, 'shape': (3, -4), }",    # a negative size
+    "{'descr': '<f8', 'fortran_order': False, 'shape': __import__('os'), }",
+])
+def test_any_other_array_header_is_refused(header):
+    raw = header.encode() + b" " * (127 - 10 - len(header)) + b"\n"
+    blob = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(raw)) + raw + bytes(96)
+    with pytest.raises(protocol.ProtocolError, match="bad array"):
+        protocol.decode(_frame(b'{"__ndarray__": 0}', [blob]), bound=BOUND)
+
+
+def test_decoding_stops_at_the_deadline_of_the_read(tmp_path, monkeypatch):
+    """A reply read in time may still take long to decode: the read's deadline holds through the decoding
+    (here on a clock that ticks a millisecond each time it is read, from a file that is read at once)."""
+    import itertools
+    import os
+    import time
+    many = _frame(b"[" + b",".join(b'{"__ndarray__": %d}' % i for i in range(BOUND.blobs)) + b"]",
+                  [_npy(np.zeros(0))] * BOUND.blobs)
+    with pytest.raises(TimeoutError):
+        protocol.decode(many, bound=BOUND, deadline=time.monotonic() - 1)
+    reply = tmp_path / "reply"
+    reply.write_bytes(struct.pack("<Q", len(many)) + many)
+    fd = os.open(reply, os.O_RDONLY)
+    ticks = itertools.count()
+    monkeypatch.setattr(protocol.time, "monotonic", lambda: next(ticks) / 1000)
+    try:
+        with pytest.raises(TimeoutError) as raised:
+            protocol.read_message(fd, deadline=0.05, bound=BOUND)
+    finally:
+        os.close(fd)
+    # the read was done (a timeout there would end in read_exactly): it is the decoding's, raised again by read_message
+    assert raised.traceback[-1].name == "read_message"
+
+
+def test_a_reply_may_carry_its_requests_arrays_back_twice_besides_a_result_of_their_size():
+    x = np.random.default_rng(0).standard_normal((512, 512, 40))  # 80 MB: more than the fixed allowance
+    request = protocol.encode({"op": "call", "name": "f", "args": [x], "kwargs": {}})
+    bound = protocol.Bound.answering(protocol.Size.of(request))
+    reply = protocol.encode({"ok": True, "value": x, "changed": [{"after": x}, {"after": x}]})
+    assert len(reply) > BOUND.bytes
+    back = protocol.decode(reply, bound=bound)
+    assert np.array_equal(back["value"], x)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(reply, bound=BOUND)
+
+
+def test_a_refused_reply_is_not_kept_alive_by_its_error(tmp_path):
+    """A test that fails with the error keeps it, and its traceback, in its report: the frames that held the
+    message must not be among them."""
+    import os
+    import tracemalloc
+    message = _frame(b'"' + b"x" * BOUND.header + b'"', [_npy(np.zeros(4 << 20))])  # 33 MB, its header over
+    reply = tmp_path / "reply"
+    reply.write_bytes(struct.pack("<Q", len(message)) + message)
+    del message
+    fd = os.open(reply, os.O_RDONLY)
+    tracemalloc.start()
+    try:
+        try:
+            protocol.read_message(fd, bound=BOUND)
+        except protocol.ProtocolError as exc:
+            kept = exc
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+        os.close(fd)
+    assert "header bytes" in str(kept) and held < 1 << 20, f"{held / 2**20:.1f} MB held"

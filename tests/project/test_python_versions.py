@@ -118,7 +118,7 @@ def test_every_version_of_the_table_is_a_supported_one():
 
 @pytest.fixture(scope="module", autouse=True)
 def _record_times():
-    """Each version's venv and timings, kept in .pyvenvs/timings.json (the README's table comes from it)."""
+    """Each version's venv and timings, kept in .pyvenvs/timings.json (docs/maintainers.md's table comes from it)."""
     yield
     if TIMES:
         out = pyversions.VENVS / "timings.json"

@@ -34,19 +34,18 @@ import time
 
 import numpy as np
 import pytest
-import tomllib
 import torch
 import torch.nn.functional as F
 from conftest import ROOT, load_module, stage_of
 
 from grader.authoring import mutants, secret
 from grader.engine import run
+from grader.engine.options import GradingOptions
 from grader.lab import pretrained
 
 A08_DATA = ROOT / "assignments" / "a08_sentiment" / "data"
 A09_DATA = ROOT / "assignments" / "a09_retrieval" / "data"
 HIDDEN_DATA = ROOT / "tests" / "hidden" / "data"
-CHEATS = ROOT / "tests" / "cheats" / "a08_sentiment.toml"
 ATOL = 1e-4
 
 # Fine-tuning budget of the comparison with the baseline (measured: ~55 s CPU on one thread, acc ~0.88)
@@ -119,6 +118,16 @@ def test_the_hidden_tweets_vectors_are_those_of_the_split():
     assert diff < 1e-5, f"{secret.A08_POOLED.name} is stale (off by {diff:.2e}): `make secret` writes it with the split"
 
 
+def test_the_training_tweets_vectors_are_those_the_suite_trains_on():
+    """The vectors stage 8's hidden suite draws each submission's secret labels from are the reference MiniLM's,
+    mean-pooled, of exactly the public tweets its end-to-end checks train on, in their order (recomputed: ~3 s)."""
+    texts = [r["text"] for r in secret.a08_suite().training_rows()]
+    committed = np.load(secret.A08_TRAIN_POOLED, allow_pickle=False)
+    assert committed.shape == (len(texts), 384) and committed.dtype == np.float32
+    diff = float(np.abs(committed - secret.pool_tweets(texts)).max())
+    assert diff < 1e-5, f"{secret.A08_TRAIN_POOLED.name} is stale (off by {diff:.2e}): `make secret` writes it"
+
+
 def test_a_new_secret_draws_another_hidden_split(tmp_path):
     """`make secret` draws the hidden tweets again: another secret, other tweets (train and dev unchanged)."""
     secret.draw_hidden_data(secret="another term's secret, at least 32 characters", out_dir=tmp_path)
@@ -183,18 +192,6 @@ def test_finetuned_minilm_beats_bag_of_words(sentiment_data):
 
 # ----------------------------------------------------------------------------- cheats gain nothing
 
-def _cheat_submission(cheat_id, filling, dest):
-    """The reference folder with a cheat of tests/cheats/a08_sentiment.toml, its placeholder line
-    replaced by ``filling`` (what the student prepared at home)."""
-    with open(CHEATS, "rb") as f:
-        cheat = next(c for c in tomllib.load(f)["cheat"] if c["id"] == cheat_id)
-    edits = tuple((e["find"], e["replace"]) for e in cheat["edits"])
-    sub = mutants.build_submission(mutants.Mutant("a08_sentiment", cheat_id, cheat["description"], (), edits), dest)
-    module = sub / "a08_sentiment.py"
-    module.write_text(module.read_text(encoding="utf-8").replace(cheat["placeholder"], filling), encoding="utf-8")
-    return sub
-
-
 def _piece_keys(texts, pieces=8):
     """Each text's first word pieces after [CLS], the key of the lookup cheat."""
     tok = pretrained.minilm_tokenizer()
@@ -204,7 +201,7 @@ def _piece_keys(texts, pieces=8):
 
 
 def _graded_tests(sub):
-    stage = stage_of(run.grade(str(sub), stage_ids=["a08_sentiment"]), "a08_sentiment")
+    stage = stage_of(run.grade(str(sub), GradingOptions(stage_ids=["a08_sentiment"])), "a08_sentiment")
     return stage["score"], {t["id"].split("::")[1]: t for t in stage["tests"]}
 
 
@@ -221,15 +218,20 @@ def test_looking_up_the_hidden_labels_gains_nothing(tmp_path):
 
     scores, accuracy = {}, {}
     for name, filling in (("lookup", f"LOOKUP = {table!r}"), ("no lookup", "LOOKUP = {}")):
-        scores[name], tests = _graded_tests(_cheat_submission("lookup_hidden_labels", filling, tmp_path / name))
-        accuracy[name] = tests["test_accuracy_on_held_out_tweets"]["status"]
+        sub = mutants.build_cheat("a08_sentiment", "lookup_hidden_labels", filling, tmp_path / name)
+        scores[name], tests = _graded_tests(sub)
+        accuracy[name] = tests["test_learns_a_secret_rule"]["status"]
     print(f"\nlookup cheat (a table of {len(table)} public tweets, {known}/{len(hidden)} hidden labels known): "
           f"{scores['lookup']} of 15; without the table: {scores['no lookup']}")
     assert scores["lookup"] <= scores["no lookup"], scores
     assert accuracy == {"lookup": "failed", "no lookup": "failed"}, accuracy
 
 
-def test_a_head_fitted_elsewhere_fails_the_flipped_labels(tmp_path, minilm_eval):
+def test_a_head_fitted_elsewhere_gains_nothing(tmp_path, minilm_eval):
+    """The cheat of issue 33 (tests/cheats/a08_sentiment.toml): train_classifier never trains but sets a head fitted
+    at home on MiniLM's vectors of public tweets, flipping its sign when it agrees with fewer than half of the labels
+    it is given. It used to pass both end-to-end checks (+2.25 points); now their labels come from a rule drawn
+    from the course secret, so it scores no more than the same module that sets no head (which never trains)."""
     dev = _jsonl(A08_DATA / "dev.jsonl")
     ids, mask = _tokenize([r["text"] for r in dev], FT_MAX_TOKENS)
     with torch.no_grad():
@@ -242,13 +244,27 @@ def test_a_head_fitted_elsewhere_fails_the_flipped_labels(tmp_path, minilm_eval)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    hidden = np.load(secret.A08_POOLED, allow_pickle=False)
+    truth = np.array([r["label"] for r in _jsonl(secret.A08_TEST)])
+    with torch.no_grad():
+        sentiment = float((head(torch.from_numpy(hidden)).argmax(-1).numpy() == truth).mean())
+    assert sentiment >= 0.75, f"the home head labels {sentiment:.0%} of the hidden tweets' sentiment: not a real cheat"
+
     filling = f"HEAD = ({head.weight.tolist()!r}, {head.bias.tolist()!r})"
-    score, tests = _graded_tests(_cheat_submission("precomputed_head", filling, tmp_path / "sub"))
-    flipped = tests["test_flipped_labels_flip_the_predictions"]
-    print(f"\nprecomputed head: {score} of 15; {flipped['feedback'][:200]}")
-    assert tests["test_accuracy_on_held_out_tweets"]["status"] == "passed"  # the head is good: a real cheat
-    assert flipped["status"] == "failed" and "does not come from the labels it was given" in flipped["feedback"]
-    assert [t for t in tests.values() if t["status"] != "passed"] == [flipped]  # caught there, and only there
+    graded = {}
+    # without the head both cheats run the same code (never train), so one grading stands for both
+    for name, cheat, fill in (("fixed head", "precomputed_head", filling),
+                              ("chosen sign", "head_with_chosen_sign", filling),
+                              ("no head", "precomputed_head", "HEAD = None")):
+        graded[name] = _graded_tests(mutants.build_cheat("a08_sentiment", cheat, fill, tmp_path / cheat / name))
+    end_to_end = ("test_learns_a_secret_rule", "test_flipped_labels_flip_the_predictions")
+    print(f"\nhead fitted at home (hidden sentiment {sentiment:.0%}): " + ", ".join(
+        f"{name} {score} of 15 ({[tests[t]['status'] for t in end_to_end]})"
+        for name, (score, tests) in graded.items()))
+    for name in ("fixed head", "chosen sign"):
+        score, tests = graded[name]
+        assert score <= graded["no head"][0], (name, score, graded["no head"][0])
+        assert all(tests[t]["status"] == "failed" for t in end_to_end), (name, [tests[t]["status"] for t in end_to_end])
 
 
 # ----------------------------------------------------------------------------- retrieval

@@ -2,6 +2,7 @@
 that is a symlink to a shared or cached venv), the secrets stay covered whichever path leads to
 them, and a grader dependency the worker cannot import is a grader error, never a student's
 failed test."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -116,9 +117,9 @@ def test_a_grader_dependency_missing_in_the_worker_is_a_grader_error(monkeypatch
     hidden = str(_safetensors_folder())
     graded, raised = run.grade, []
 
-    def grade_hiding_safetensors(*args, **kwargs):
+    def grade_hiding_safetensors(path, options, **kwargs):
         try:
-            return graded(*args, **{**kwargs, "hide": [hidden]})
+            return graded(path, dataclasses.replace(options, hide=(*options.hide, hidden)), **kwargs)
         except Exception as exc:
             raised.append(exc)
             raise

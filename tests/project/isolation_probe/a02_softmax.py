@@ -3,10 +3,7 @@ import json
 import os
 import resource
 import socket
-import sys
 
-# What only the trusted grading session imports: none of it may be in a worker's memory.
-TRUSTED_SIDE = {"pytest", "_pytest", "solutions", "pytest_jsonreport"}
 REPO = os.environ.get("GRADER_PROBE_REPO", "/work/main")
 
 
@@ -36,9 +33,6 @@ def softmax(x, axis=-1):
         "limits": {name: resource.getrlimit(getattr(resource, name))[0]
                    for name in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_NOFILE", "RLIMIT_FSIZE")},
         "network": _network(),
-        "trusted_modules": sorted(n for n in sys.modules if n.split(".")[0] in TRUSTED_SIDE
-                                  or n.startswith(("test_", "conftest"))
-                                  or n in ("grader.engine.plugin", "grader.engine.testing")),
     }
     raise ValueError("PROBE" + json.dumps(info) + "PROBE")
 

