@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup grade check test test-slow lint lock lock-pythons starter release gradescope classroom bench notebooks catalogue secret messages clean
+.PHONY: setup grade check test test-slow lint lock lock-pythons starter release gradescope classroom bench notebooks catalogue mutation secret messages clean
 
 # The grader installs editable from pyproject.toml with its `dev` extra; constraints.txt pins every
 # version, so a fresh clone next month installs what this one did (`make lock` rewrites it).
@@ -24,7 +24,7 @@ grade: $(STAMP)
 
 ## check: public tests on your work (default: starter/), e.g. `make check STAGE=a02 WORK=mywork/`
 check: $(STAMP)
-	$(PY) -m grader check $(STAGE) $(WORK)
+	$(PY) -m grader check $(or $(STAGE),all) $(or $(WORK),starter)
 
 ## test: the project's own tests (reference full marks, starter zero, mutants caught, ...)
 test: $(STAMP)
@@ -63,6 +63,12 @@ notebooks: $(STAMP)
 ## `make catalogue SEEDS=5`: the reference, alternatives and core mistakes on 5 seeds of the hidden inputs
 catalogue: $(STAMP)
 	$(PY) -m grader.authoring.mutants $(if $(SEEDS),--seeds $(SEEDS),--extended)
+
+## mutation: the mutation score of the hidden suites (cosmic-ray's mutants of solutions/ and of the comparison in
+## grader/engine/testing.py, each graded; resumable: only what has no result yet). `make mutation STAGES="a01_similarity
+## a02_softmax" WORKERS=2`; the survivors not listed in tests/mutants/equivalent.toml are printed
+mutation: $(STAMP)
+	nice -n 19 $(PY) -m grader.authoring.mutation $(STAGES) --workers $(or $(WORKERS),2) $(if $(LIMIT),--limit $(LIMIT))
 
 ## secret: a new course secret for a new term (new hidden inputs for everyone; commit it with tests/hidden)
 secret: $(STAMP)
