@@ -26,10 +26,12 @@ from grader.engine.options import GradingOptions  # noqa: E402
 _cache: dict = {}
 
 
-def grade_cached(path, stages=None, kind="hidden", **kw):
-    key = (str(path), tuple(stages or ()), kind, tuple(sorted(kw.items())))
+def grade_cached(path, stages=None, kind="hidden", submission_id=None, **kw):
+    """The report of grading ``path`` (once per session for the same arguments); ``kw`` are GradingOptions."""
+    key = (str(path), tuple(stages or ()), kind, submission_id, tuple(sorted(kw.items())))
     if key not in _cache:
-        _cache[key] = run.grade(str(path), GradingOptions(kind=kind, stage_ids=stages or None, **kw))
+        options = GradingOptions(kind=kind, stage_ids=stages or None, **kw)
+        _cache[key] = run.grade(str(path), options, submission_id)
     return _cache[key]
 
 
