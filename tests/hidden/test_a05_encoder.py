@@ -735,6 +735,7 @@ def test_eval_deterministic_and_dropout_in_train(student):
 ERROR_CASES = {
     "n_heads_not_dividing_d_model": ("construct", ["10", "3"]),
     "query_not_3d": ("query", ["5", "16"]),
+    "key_not_3d": ("key_rank", ["7"]),
     "key_wrong_d_model": ("key_d", ["12"]),
     "key_value_lengths_differ": ("kv_len", ["7", "6"]),
     "mask_wrong_shape": ("mask", ["9"]),
@@ -756,6 +757,9 @@ def test_value_errors(student, case):
         kind, init, calls, what = kind, {"d_model": 10, "n_heads": 3}, [], "MultiHeadAttention(d_model=10, n_heads=3)"
     elif what_kind == "query":
         calls, what = [{"args": [x[0], kv, kv]}], "MultiHeadAttention(16, 4) with a 2-D query (5, 16)"
+    elif what_kind == "key_rank":
+        k4 = seeded_randn(2, 1, 7, 16, seed=93)
+        calls, what = [{"args": [x, k4, k4]}], tr("MultiHeadAttention(16, 4) with a 4-D key and value (2, 1, 7, 16)")
     elif what_kind == "key_d":
         k12 = seeded_randn(2, 7, 12, seed=92)
         calls, what = [{"args": [x, k12, k12]}], tr("MultiHeadAttention(16, 4) with key/value (2, 7, 12)")

@@ -486,16 +486,16 @@ def _path_start(spec, head, cfg):
     return model
 
 
-def _adamw_path(model, ids, mask, labels, mistake=""):
+def _adamw_path(model, ids, mask, labels, mistake="", epochs=PATH_EPOCHS, lr=PATH_LR):
     """The contract's training of ``model`` in place, one step per epoch on the whole set; the per-epoch losses.
     ``mistake`` (a key of PATH_MISTAKES) replays a known wrong path, to name it."""
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=PATH_LR)
+    optimizer = torch.optim.AdamW(params, lr=lr)
     losses = []
     model.train()
-    for _ in range(PATH_EPOCHS):
+    for _ in range(epochs):
         if mistake == "optimizer_per_epoch":
-            optimizer = torch.optim.AdamW(params, lr=PATH_LR)
+            optimizer = torch.optim.AdamW(params, lr=lr)
         loss = F.cross_entropy(model(ids, mask), labels)
         if mistake != "no_zero_grad":
             optimizer.zero_grad()
@@ -567,6 +567,61 @@ def check_training_path(reply, spec, head, cfg, ids, mask, labels):
                 "optimizer.zero_grad(); loss.backward(); optimizer.step(), with one torch.optim.AdamW(params, lr=lr) "
                 "made before the epochs (no scheduler, no other optimiser)."),
         mistakes={text: (lambda m=m: wrong(m)) for m, text in PATH_MISTAKES.items()})
+
+
+def test_train_rejects_labels_that_do_not_fit(student):
+    """train_classifier raises ValueError when labels are not one class id per row of input_ids"""
+    spec, head, cfg, ids, mask, labels = _path_case()
+    n = len(labels)
+    with raises_student(ValueError, what=tr("train_classifier(input_ids ({n}, {tokens}), labels ({fewer},))",
+                                            n=n, tokens=PATH_TOKENS, fewer=n - 1)):
+        student.probe("train", encoder=spec, classifier=cfg, head_state=head, input_ids=ids, attention_mask=mask,
+                      labels=labels[:-1], train_kwargs=dict(epochs=1, lr=1e-3, batch_size=4))
+
+
+# The contract's defaults (epochs=3, lr=5e-5, seed=0), on the training path's case: its PATH_N examples are fewer
+# than the default batch_size of 32, so each epoch is one AdamW step on the whole set whatever the order. One step
+# of AdamW moves each parameter by about lr (its first steps are close to lr * sign(gradient)), so the weights after
+# three default steps show the learning rate: 5e-4 or 1e-3 moves them 10-20 times as far, and the correct
+# trainings differ by float32 rounding only (weight decay or plain Adam: about lr * 0.01 * |w|).
+DEFAULT_EPOCHS, DEFAULT_LR = 3, 5e-5
+
+
+def test_train_defaults(student):
+    """train_classifier's defaults are the contract's: epochs=3, lr=5e-5, and seed=0 (no seed given = seed 0)"""
+    spec, head, cfg, ids, mask, labels = _path_case()
+    reply = student.probe("train", encoder=spec, classifier=cfg, head_state=head, input_ids=ids, attention_mask=mask,
+                          labels=labels, train_kwargs={}, freeze=list(PATH_FROZEN), with_state=True)
+    _check_load(reply)
+    what = tr("train_classifier(model, input_ids, attention_mask, labels) with no keyword given")
+    _losses(reply, DEFAULT_EPOCHS, what)
+    model = _path_start(spec, head, cfg)
+    start = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    _adamw_path(model, ids, mask, labels, epochs=DEFAULT_EPOCHS, lr=DEFAULT_LR)
+    trained = testing.load_trained(_path_start(spec, head, cfg), reply["state"],
+                                   tr("the model after {what}", what=what)).state_dict()
+    expected = model.state_dict()
+    step = max(float((expected[k] - start[k]).abs().max()) for k in start)
+    moved = max(float((trained[k] - start[k]).abs().max()) for k in start)
+    gap = max(float((trained[k] - expected[k]).abs().max()) for k in start)
+    if gap > step / 4:
+        raise AssertionError(tr("{what} moved the weights by up to {moved}; the contract's defaults (3 epochs "
+                                "of AdamW at lr=5e-5) move them by up to {step}. Check the default learning "
+                                "rate in the signature: lr=5e-5.", what=what, moved=f"{moved:.2g}", step=f"{step:.2g}"))
+    spec, _ = _tiny_encoder(seed=54, dropout=0.1)
+    common = dict(encoder=spec, classifier=dict(pooling="mean", dropout=0.3), head_state=_head(16, 2, seed=55),
+                  input_ids=ids, attention_mask=mask, labels=labels, eval_inputs={"input_ids": ids,
+                                                                                   "attention_mask": mask})
+    given, omitted = (student.probe("train", global_seed=g, train_kwargs=dict(epochs=1, lr=1e-2, batch_size=4, **k),
+                                    **common) for g, k in ((31, {"seed": 0}), (32, {})))
+    for r in (given, omitted):
+        _check_load(r)
+    a, b = (_losses(r, 1, "train_classifier(..., epochs=1)") for r in (given, omitted))
+    if not np.allclose(a, b, rtol=1e-6, atol=1e-7):
+        raise AssertionError(tr("train_classifier(...) without a seed returned the loss {omitted}, and with "
+                                "seed=0 {given}: the default is seed=0, so both must train alike (seed the dropout "
+                                "and the shuffling from the seed argument, whose default is 0).",
+                                omitted=b, given=a))
 
 
 # ----------------------------------------------------------------------------- predict
