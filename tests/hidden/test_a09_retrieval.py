@@ -270,21 +270,10 @@ def test_top_k_ties_keep_lower_index(student):
                what=what, got=indices.tolist(), expected=expected))
 
 
-# Bad arguments the contract names: k past the number of documents, and (its convention for every function) a
-# wrong rank, which raises ValueError rather than whatever an index or a product deeper in would raise.
-BAD_TOP_K = {
-    "k_larger_than_documents": ("top_k(queries (2, 4), documents (3, 4), k=4)", (2, 4), (3, 4), 4),
-    "query_1d": (tr("top_k(a 1-D query (4,), documents (3, 4), k=2)"), (4,), (3, 4), 2),
-    "documents_3d": (tr("top_k(queries (2, 4), 3-D documents (2, 3, 4), k=2)"), (2, 4), (2, 3, 4), 2),
-}
-
-
-@pytest.mark.parametrize("case", list(BAD_TOP_K))
-def test_top_k_rejects_bad_arguments(student, case):
-    """top_k raises ValueError when k is larger than the number of documents, or an argument has the wrong rank"""
-    what, queries, documents, k = BAD_TOP_K[case]
-    with raises_student(ValueError, what=what):
-        student.top_k(torch.ones(queries), torch.ones(documents), k)
+def test_top_k_k_larger_than_documents_raises(student):
+    """top_k raises ValueError when k is larger than the number of documents"""
+    with raises_student(ValueError, what="top_k(queries (2, 4), documents (3, 4), k=4)"):
+        student.top_k(torch.ones(2, 4), torch.eye(3, 4), 4)
 
 
 def test_top_k_k_equal_to_documents(student):
