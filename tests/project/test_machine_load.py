@@ -61,20 +61,28 @@ def _class(folder: Path) -> Path:
     return folder
 
 
-def test_an_oversubscribed_batch_costs_no_correct_copy_a_point(tmp_path):
-    subs, out = _class(tmp_path / "class"), tmp_path / "out"
-    on_two_cores = ["taskset", "-c", ",".join(map(str, sorted(os.sched_getaffinity(0))[:2]))]
-    loops = [subprocess.Popen([*on_two_cores, sys.executable, "-c", "while True: pass"], start_new_session=True)
-             for _ in range(2)]  # sessions of their own: where the kernel shares a core by session (autogroup)
+@contextlib.contextmanager
+def busy_loops(n: int, pinned: list):
+    """``n`` busy Python loops on the cores ``pinned`` (a taskset prefix) while the block runs, each in a session of
+    its own: where the kernel shares a core by session (autogroup), each takes a share as a worker would."""
+    loops = [subprocess.Popen([*pinned, sys.executable, "-c", "while True: pass"], start_new_session=True)
+             for _ in range(n)]
     try:
-        proc = subprocess.run([*on_two_cores, sys.executable, "-m", "grader", "batch", str(subs), "--workers", "4",
-                               "--stages", STAGE.id, "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
-                              timeout=1800)
+        yield
     finally:
         for loop in loops:
             with contextlib.suppress(ProcessLookupError):
                 loop.kill()
             loop.wait()
+
+
+def test_an_oversubscribed_batch_costs_no_correct_copy_a_point(tmp_path):
+    subs, out = _class(tmp_path / "class"), tmp_path / "out"
+    on_two_cores = ["taskset", "-c", ",".join(map(str, sorted(os.sched_getaffinity(0))[:2]))]
+    with busy_loops(2, on_two_cores):
+        proc = subprocess.run([*on_two_cores, sys.executable, "-m", "grader", "batch", str(subs), "--workers", "4",
+                               "--stages", STAGE.id, "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=1800)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "retry" not in proc.stdout, proc.stdout
     with open(out / "grades.csv") as f:
@@ -98,17 +106,10 @@ def test_a_worker_starved_past_its_backstop_is_the_grader_s_error_not_the_studen
     sub.mkdir()
     shutil.copy(ROOT / "tests" / "hostile" / "infinite_loop" / "a02_softmax.py", sub)
     core = ["taskset", "-c", str(min(os.sched_getaffinity(0)))]
-    loops = [subprocess.Popen([*core, sys.executable, "-c", "while True: pass"], start_new_session=True)
-             for _ in range(12)]  # each a session, as a worker is: an equal share of the core
-    try:
+    with busy_loops(12, core):
         proc = subprocess.run([*core, sys.executable, "-m", "grader", "grade", str(sub), "--stages", STAGE.id,
                                "--out", str(tmp_path / "report.json")], cwd=ROOT, capture_output=True, text=True,
                               timeout=1800)
-    finally:
-        for loop in loops:
-            with contextlib.suppress(ProcessLookupError):
-                loop.kill()
-            loop.wait()
     assert proc.returncode == 1, proc.stdout + proc.stderr
     said = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(said) == 1 and "waiting for a CPU" in said[0] and "not the student's timeout" in said[0], proc.stderr
