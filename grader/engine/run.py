@@ -18,9 +18,10 @@ PYTEST_SLACK_S = 120
 RECORDED = earlier.Recorded()  # verdicts of verdict-only suites run by this process (the catalogue grades many)
 # Only the plugins grading needs: the ones installed packages register by entry point (anyio, platformdirs,
 # pytest-metadata) cost a large share of the session's start-up, and pytest's own that grading never uses another
-# ~45 ms (unraisableexception runs gc.collect at the end; fixtures such as tmp_path stay).
+# ~45 ms (unraisableexception runs gc.collect at the end; fixtures such as tmp_path stay), and logging ~0.3 s a
+# whole grading (it swaps handlers around each of the ~1,700 phases of tests; the report omits logs anyway).
 UNUSED_PLUGINS = ("cacheprovider", "doctest", "junitxml", "pastebin", "stepwise", "setuponly", "setupplan",
-                  "faulthandler", "debugging", "nose", "unittest", "unraisableexception", "threadexception")
+                  "faulthandler", "debugging", "nose", "unittest", "unraisableexception", "threadexception", "logging")
 
 
 def grade(path: str, options: GradingOptions | None = None, submission_id: str | None = None) -> dict:

@@ -41,10 +41,10 @@ SELF_NAMES = {"self", "cls"}
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")  # a plain name: no leading underscore, so no dunder
 
 
-def _aliases(tree) -> dict:
-    """Local name -> the dotted module path it was imported as."""
+def _aliases(nodes) -> dict:
+    """Local name -> the dotted module path it was imported as (``nodes``: a tree's, :func:`_parsed`)."""
     aliases = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
@@ -70,18 +70,19 @@ def _matches(dotted: str, banned: str) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _tree(source: str):
-    """The tree of ``source``, parsed once a process (every stage's worker scans the earlier stages' files again;
-    nothing here changes a tree)."""
+def _parsed(source: str):
+    """Every node of the tree of ``source`` (in ``ast.walk``'s order), parsed and walked once a process: every
+    stage's worker scans the earlier stages' files again, and each reading below goes over all the nodes
+    (nothing here changes a tree). None when it does not parse."""
     try:
-        return ast.parse(source)
+        return tuple(ast.walk(ast.parse(source)))
     except (SyntaxError, ValueError):
         return None  # the import will report it
 
 
-def _imported_names(tree):
+def _imported_names(nodes):
     """(node, dotted name) of every module or name an import statement brings in."""
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 yield node, a.name
@@ -91,10 +92,10 @@ def _imported_names(tree):
                 yield node, f"{node.module}.{a.name}"
 
 
-def _used_names(tree, aliases):
+def _used_names(nodes, aliases):
     """(node, dotted name) of every imported name and attribute chain the code uses."""
-    yield from _imported_names(tree)
-    for node in ast.walk(tree):
+    yield from _imported_names(nodes)
+    for node in nodes:
         if isinstance(node, ast.Attribute):
             dotted = _dotted(node, aliases)
             if dotted:
@@ -105,11 +106,11 @@ def _used_names(tree, aliases):
 
 def scan(source: str, filename: str, forbidden: list) -> list:
     """Lines like 'a05_encoder.py:12 uses torch.nn.MultiheadAttention'."""
-    tree = _tree(source) if forbidden else None
-    if tree is None:
+    nodes = _parsed(source) if forbidden else None
+    if nodes is None:
         return []
     hits = {}
-    for node, dotted in _used_names(tree, _aliases(tree)):
+    for node, dotted in _used_names(nodes, _aliases(nodes)):
         banned = next((b for b in forbidden if _matches(dotted, b)), None)
         if banned is not None:
             hits[(node.lineno, banned)] = tr("{filename}:{line} uses {banned}, which this stage forbids",
@@ -125,11 +126,11 @@ def _rooted_at_self(node) -> bool:
     return isinstance(node, ast.Name) and node.id in SELF_NAMES
 
 
-def _literal_names(tree) -> dict:
+def _literal_names(nodes) -> dict:
     """Loop variables that only take plain identifier strings from a literal tuple or list
     (``for name in ("w_q", "w_k"): getattr(layer, name)``) -> those strings."""
     names, tainted = {}, set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
             values = node.iter.elts if isinstance(node.iter, (ast.Tuple, ast.List)) else None
             if values is not None and all(isinstance(v, ast.Constant) and isinstance(v.value, str)
@@ -143,16 +144,24 @@ def _literal_names(tree) -> dict:
     return {k: v for k, v in names.items() if k not in tainted}
 
 
-def _reaching(tree, aliases) -> list:
-    """[(node, what)] for each way around the rules in ``tree``."""
+@functools.lru_cache(maxsize=256)
+def _reaching_in(source: str) -> tuple:
+    """((line number, what) for each way around the rules in ``source``), read once a process (the course's
+    files and the earlier stages' are read again by every stage's worker)."""
+    nodes = _parsed(source)
+    return () if nodes is None else tuple((node.lineno, what) for node, what in _reaching(nodes, _aliases(nodes)))
+
+
+def _reaching(nodes, aliases) -> list:
+    """[(node, what)] for each way around the rules in the tree whose nodes are ``nodes``."""
     found = []
-    literal = _literal_names(tree)
-    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    for node, dotted in _used_names(tree, aliases):
+    literal = _literal_names(nodes)
+    calls = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+    for node, dotted in _used_names(nodes, aliases):
         banned = next((m for m in REACHING_MODULES if _matches(dotted, m)), None)
         if banned is not None:
             found.append((node, banned))
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
             changed = _changed_library(node.value, aliases)
             if changed:
@@ -209,22 +218,20 @@ def _reaching_call(node: ast.Call, name: str, literal: dict, aliases: dict) -> l
 def reach_arounds(source: str, filename: str, course_source: str | None = None) -> list:
     """Lines like 'a05_encoder.py:12 reaches around the grader's rules (sys.modules)'. A line the course's
     own file for this module (``course_source``, the starter) has too is the course's, not counted."""
-    tree = _tree(source)
-    if tree is None:
+    found = _reaching_in(source)
+    if not found:
         return []
     course = set()
-    course_tree = _tree(course_source) if course_source else None
-    if course_tree is not None:
+    if course_source:
         lines = course_source.splitlines()
-        course = {(str(what), lines[node.lineno - 1].strip()) for node, what in _reaching(course_tree,
-                                                                                          _aliases(course_tree))}
+        course = {(str(what), lines[lineno - 1].strip()) for lineno, what in _reaching_in(course_source)}
     lines = source.splitlines()
     hits = {}
-    for node, what in _reaching(tree, _aliases(tree)):
-        if (str(what), lines[node.lineno - 1].strip()) not in course:
-            hits.setdefault(node.lineno, tr("{filename}:{line} reaches around the grader's rules ({what}); the stage "
+    for lineno, what in found:
+        if (str(what), lines[lineno - 1].strip()) not in course:
+            hits.setdefault(lineno, tr("{filename}:{line} reaches around the grader's rules ({what}); the stage "
                                             "is scored as if it used a forbidden API",
-                                            filename=filename, line=node.lineno, what=what))
+                                            filename=filename, line=lineno, what=what))
     return [hits[k] for k in sorted(hits)]
 
 
@@ -239,7 +246,7 @@ def imported_files(submission_dir: str, first: list) -> list:
             continue
         order.append(name)
         with open(path, encoding="utf-8", errors="replace") as f:
-            tree = _tree(f.read())
-        for _node, dotted in _imported_names(tree) if tree is not None else ():
+            nodes = _parsed(f.read())
+        for _node, dotted in _imported_names(nodes) if nodes is not None else ():
             todo.append(dotted.split(".")[0])
     return [f"{name}.py" for name in order]

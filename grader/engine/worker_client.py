@@ -273,8 +273,7 @@ class StageWorker:
             raise ForbiddenCall(tr("{calls} — write this part yourself", calls="; ".join(map(str, forbidden))))
         if reply.get("ok"):
             if who is not None:
-                testing.assert_inputs_unchanged(who, {"args": msg.get("args", []), "kwargs": msg.get("kwargs", {})},
-                                                reply.get("after"), reply.get("names"))
+                testing.assert_inputs_unchanged(who, protocol.echoed(msg), reply.get("after"), reply.get("names"))
             return reply.get("value"), used
         kind = protocol.reply_kind(reply)
         if kind is ReplyKind.MISSING:

@@ -51,10 +51,16 @@ def minilm_state() -> dict:
     return load_file(str(minilm_dir() / "model.safetensors"))
 
 
+@functools.cache
+def _tokenizer_json() -> str:
+    return (minilm_dir() / "tokenizer.json").read_text(encoding="utf-8")
+
+
 def minilm_tokenizer():
-    """A fresh ``tokenizers.Tokenizer`` from the checkpoint's tokenizer.json (callers set padding)."""
+    """A fresh ``tokenizers.Tokenizer`` from the checkpoint's tokenizer.json (callers set padding); the file is
+    read once per process (building from the text is a third faster than from the file)."""
     from tokenizers import Tokenizer
-    return Tokenizer.from_file(str(minilm_dir() / "tokenizer.json"))
+    return Tokenizer.from_str(_tokenizer_json())
 
 
 def offline_env() -> None:

@@ -72,6 +72,20 @@ def reply_kind(reply: dict) -> ReplyKind | None:
         return ReplyKind.ERROR
 
 
+NOT_ECHOED = ("state_dict",)  # a probe's weights: loaded with ``load_state_dict``, which copies them
+
+
+def echoed(request: dict) -> dict:
+    """The arguments of ``request`` that an ``ok`` reply sends back as the call left them (its ``after``), for
+    the trusted side to compare with its own copies: every argument of a ``call``; of a ``probe``, all but
+    :data:`NOT_ECHOED` (a probe hands weights to the student's module through ``load_state_dict``, which copies
+    them, so no code of the submission holds the request's; sending a pretrained model back would only cost)."""
+    kwargs = request.get("kwargs", {})
+    if request.get("op") == "probe":
+        kwargs = {k: v for k, v in kwargs.items() if k not in NOT_ECHOED}
+    return {"args": request.get("args", []), "kwargs": kwargs}
+
+
 @dataclass(frozen=True)
 class Size:
     """What one message holds: its bytes, its header's bytes, the values in its header (at most: counted

@@ -15,7 +15,7 @@ Requests (dicts):
 Replies: {"ok": True, "value": ..., "after": {"args", "kwargs"}, "names": [...], "forbidden": [...]} or a
          ``protocol.failure`` whose kind is a ``protocol.ReplyKind``; a failure that is an ImportError also
          carries "import" (:meth:`Worker._import_failure`). ``after`` holds the arguments as they are after
-         the call, sent back through the same encoder as the value: the trusted side compares them with what
+         the call (those of ``protocol.echoed``: a probe's weights are not sent back), sent back through the same encoder as the value: the trusted side compares them with what
          it sent (nothing here judges them); ``names``: the parameters the positional arguments fill.
 Nothing in a reply is believed about how the code ran: times are read from outside (the worker's CPU clock),
 and what was forbidden is also read from the source (docs/TRUST.md).
@@ -206,30 +206,29 @@ class Worker:
         if op == "load":
             return self.load()
         if op == "call" and req.get("dry"):  # in the control worker, which holds no submission
-            return self._run_returning_arguments(lambda: None, req.get("args", []), req.get("kwargs", {}), [])
+            return self._run_returning_arguments(lambda: None, req, [])
         if op == "call":
             fn = self._target(req["name"])
             if fn is None:
                 return failure(ReplyKind.MISSING, f"{self.stage}.{req['name']} is not defined")
             args, kwargs = req.get("args", []), req.get("kwargs", {})
-            return self._run_returning_arguments(lambda: fn(*args, **kwargs), args, kwargs,
-                                                 _parameter_names(fn, args))
+            return self._run_returning_arguments(lambda: fn(*args, **kwargs), req, _parameter_names(fn, args))
         if op == "import":  # a control worker, which holds none of the submission's code
             return self._run(lambda: importlib.import_module(req["module"]) and None)
         if op == "probe":
             probe = getattr(self.probes, req["name"], None) if self.probes else None
             if probe is None:
                 return failure(ReplyKind.GRADER, f"no probe {req['name']!r} for {self.stage}")
-            kwargs = req.get("kwargs", {})
-            return self._run_returning_arguments(lambda: probe(self.module, **kwargs), [], kwargs, [])
+            return self._run_returning_arguments(lambda: probe(self.module, **req.get("kwargs", {})), req, [])
         return failure(ReplyKind.GRADER, f"unknown op {op!r}")
 
-    def _run_returning_arguments(self, thunk, args: list, kwargs: dict, names: list) -> dict:
-        """``_run``, with the arguments as the call left them (``after``), for the trusted side to compare
-        with what it sent (``testing.assert_inputs_unchanged``)."""
+    def _run_returning_arguments(self, thunk, req: dict, names: list) -> dict:
+        """``_run``, with the request's arguments as the call left them (``after``: those of
+        ``protocol.echoed``), for the trusted side to compare with what it sent
+        (``testing.assert_inputs_unchanged``)."""
         reply = self._run(thunk)
         if reply["ok"]:
-            reply["after"] = {"args": args, "kwargs": kwargs}
+            reply["after"] = protocol.echoed(req)
             reply["names"] = names
         return reply
 

@@ -284,3 +284,13 @@ def test_a_refused_reply_is_not_kept_alive_by_its_error(tmp_path):
         tracemalloc.stop()
         os.close(fd)
     assert "header bytes" in str(kept) and held < 1 << 20, f"{held / 2**20:.1f} MB held"
+
+
+def test_a_call_sends_back_all_its_arguments_and_a_probe_all_but_its_weights():
+    """``echoed``: what both sides compare after a call. A probe's ``state_dict`` is loaded through
+    ``load_state_dict`` (a copy), so it is neither sent back nor compared; everything else is."""
+    x, weights = np.ones(3), {"w": torch.ones(2)}
+    call = {"op": "call", "name": "softmax", "args": [x], "kwargs": {"axis": -1, "state_dict": weights}}
+    assert protocol.echoed(call) == {"args": [x], "kwargs": {"axis": -1, "state_dict": weights}}
+    probe = {"op": "probe", "name": "run", "kwargs": {"init": {"d": 4}, "state_dict": weights, "x": x}}
+    assert protocol.echoed(probe) == {"args": [], "kwargs": {"init": {"d": 4}, "x": x}}
