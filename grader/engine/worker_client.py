@@ -416,14 +416,16 @@ class StudentModule:
         return self.probe_cpu(name, **kwargs)[0]
 
     def timed(self, name, *args, **kwargs) -> tuple:
-        """(``name(*args, **kwargs)``, the CPU seconds it took in the worker), measured from outside: the
-        worker's CPU clock over the call, less the control worker's over the same request without the call
-        (receiving the arguments, sending them back), which no code of the submission can make dearer. Send
-        fresh inputs to each timed call: a module may remember answers."""
+        """(``name(*args, **kwargs)``, the CPU seconds of the request in the worker, the CPU seconds of the same
+        request without the call in the control worker), both read from outside, from the kernel's clocks. The
+        second is the cost of receiving the arguments and sending them and a result of the same shape back,
+        which no code of the submission can make dearer (:func:`testing.cpu_slowdown` takes it off). Send fresh
+        inputs to each timed call: a module may remember answers."""
         msg = {"op": "call", "name": name, "args": list(args), "kwargs": kwargs}
         value, used = self._worker.measured(msg, describe_call(name, args, kwargs), who=name)
-        _, overhead = self._worker.control({**msg, "dry": True}, "receiving and returning the arguments")
-        return value, max(0.0, used - overhead)
+        _, overhead = self._worker.control({**msg, "dry": True, "like": protocol.shape_of(value)},
+                                           "receiving and returning the arguments")
+        return value, used, overhead
 
     def probe_cpu(self, name, **kwargs) -> tuple:
         """(the probe's reply, the worker's CPU seconds over it), measured from outside the worker."""

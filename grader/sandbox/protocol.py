@@ -86,6 +86,28 @@ def echoed(request: dict) -> dict:
     return {"args": request.get("args", []), "kwargs": kwargs}
 
 
+def shape_of(value):
+    """What a dry call must return to cost what returning ``value`` did (the request's ``like``): an array's
+    ``[shape, dtype]``, a tuple's or list's ``[that of each item]``, else None (the control worker returns
+    nothing). Mirrored by :func:`like_value`."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return [list(value.shape), value.dtype.str]
+    if isinstance(value, (tuple, list)) and value:
+        items = [shape_of(v) for v in value]
+        return {"items": items} if all(i is not None for i in items) else None
+    return None
+
+
+def like_value(like):
+    """Zeros of the shapes and dtypes :func:`shape_of` gave (a tuple for ``items``), or None."""
+    if like is None:
+        return None
+    if isinstance(like, dict):
+        return tuple(like_value(i) for i in like["items"])
+    shape, dtype = like
+    return np.zeros(tuple(shape), dtype=np.dtype(dtype))
+
+
 @dataclass(frozen=True)
 class Size:
     """What one message holds: its bytes, its header's bytes, the values in its header (at most: counted

@@ -8,15 +8,19 @@ on stdout/stderr is captured and capped; it never reaches the protocol pipe.
 Requests (dicts):
   {"op": "load"}                          import the stage module (after stand-ins and guards)
   {"op": "call", "name", "args", "kwargs"}   call a module attribute
-  {"op": "call", ..., "dry": True}       everything a call does but the call itself (in the control worker,
-                                         which holds no submission: the baseline of a call's CPU time)
+  {"op": "call", ..., "dry": True, "like": protocol.shape_of(the call's value)}
+                                         everything a call does but the call itself (in the control worker,
+                                         which holds no submission: the baseline of a call's CPU time); its
+                                         value is zeros of the shape and dtype of the call's result ("like"),
+                                         so returning it costs what returning the result did
   {"op": "probe", "name", "kwargs"}      run probes/<stage>.py::<name>(module, **kwargs)
   {"op": "import", "module"}             import a module (in a control worker, with no submission loaded)
 Replies: {"ok": True, "value": ..., "after": {"args", "kwargs"}, "names": [...], "forbidden": [...]} or a
          ``protocol.failure`` whose kind is a ``protocol.ReplyKind``; a failure that is an ImportError also
          carries "import" (:meth:`Worker._import_failure`). ``after`` holds the arguments as they are after
-         the call (those of ``protocol.echoed``: a probe's weights are not sent back), sent back through the same encoder as the value: the trusted side compares them with what
-         it sent (nothing here judges them); ``names``: the parameters the positional arguments fill.
+         the call (those of ``protocol.echoed``: a probe's weights are not sent back), sent back through the
+         same encoder as the value: the trusted side compares them with what it sent (nothing here judges
+         them); ``names``: the parameters the positional arguments fill.
 Nothing in a reply is believed about how the code ran: times are read from outside (the worker's CPU clock),
 and what was forbidden is also read from the source (docs/TRUST.md).
 """
@@ -206,7 +210,7 @@ class Worker:
         if op == "load":
             return self.load()
         if op == "call" and req.get("dry"):  # in the control worker, which holds no submission
-            return self._run_returning_arguments(lambda: None, req, [])
+            return self._run_returning_arguments(lambda: protocol.like_value(req.get("like")), req, [])
         if op == "call":
             fn = self._target(req["name"])
             if fn is None:

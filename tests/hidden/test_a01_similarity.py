@@ -199,21 +199,19 @@ def test_similarity_matrix_rejects_bad_shapes(student):
 
 def test_similarity_matrix_is_vectorised(student):
     """similarity_matrix is computed with matrix operations, not a Python loop over rows (slide 38)"""
+    # d = 2 keeps the data (whose handling is charged to the worker and taken off as measured in another
+    # process) small beside what a loop costs. Measured on the 2-core machine under load 3-6, as a share of what
+    # is allowed: the reference at most 0.32, a loop over the rows at least 4.2 (benchmarks/README.md).
     g = rng(7)
-    inputs = [(g.normal(size=(8000, 32)), g.normal(size=(2, 32))) for _ in range(5)]
+    inputs = [(g.normal(size=(8000, 2)), g.normal(size=(2, 2))) for _ in range(5)]
 
     def check(got, args):
-        assert_close(got, ref.similarity_matrix(*args), what="similarity_matrix(Q (8000, 32), K (2, 32))", **TOL,
+        assert_close(got, ref.similarity_matrix(*args), what="similarity_matrix(Q (8000, 2), K (2, 2))", **TOL,
                      hint=tr("(Checked while timing it.)"))
-    t_student, t_ref, ratio = testing.cpu_slowdown(student, "similarity_matrix", ref.similarity_matrix, inputs, check)
-    assert ratio <= SLOWDOWN_LIMIT, (
-        # i18n: {student_ms} and {reference_ms} are CPU times in milliseconds; {ratio} and {slowdown_limit} are factors
-        # (how many times slower than the reference).
-        tr("similarity_matrix took {student_ms} ms of CPU time on Q (8000, 32), K (2, 32): {ratio}x the "
-           "reference ({reference_ms} ms; the limit is {slowdown_limit}x). The usual cause is a Python loop over the "
-           "rows of Q; compute every score at once with one matrix product, Q @ K^T (slide 38).",
-           student_ms=f"{t_student * 1e3:.1f}", ratio=f"{ratio:.0f}", reference_ms=f"{t_ref * 1e3:.2f}",
-           slowdown_limit=f"{SLOWDOWN_LIMIT:.0f}"))
+    slow = testing.cpu_slowdown(student, "similarity_matrix", ref.similarity_matrix, inputs, check)
+    assert slow.within(SLOWDOWN_LIMIT), tr(
+        "similarity_matrix took {took} on Q (8000, 2), K (2, 2). The usual cause is a Python loop over the rows of "
+        "Q; compute every score at once with one matrix product, Q @ K^T (slide 38).", took=slow.said(SLOWDOWN_LIMIT))
 
 
 # ---------------------------------------------------------------- cosine_similarity

@@ -294,3 +294,14 @@ def test_a_call_sends_back_all_its_arguments_and_a_probe_all_but_its_weights():
     assert protocol.echoed(call) == {"args": [x], "kwargs": {"axis": -1, "state_dict": weights}}
     probe = {"op": "probe", "name": "run", "kwargs": {"init": {"d": 4}, "state_dict": weights, "x": x}}
     assert protocol.echoed(probe) == {"args": [], "kwargs": {"init": {"d": 4}, "x": x}}
+
+
+def test_a_dry_call_returns_zeros_of_the_shapes_and_dtypes_the_call_returned():
+    """The control worker's baseline returns what the student's call returned, as zeros, so both requests
+    carry the same bytes back; anything that is not arrays is returned as nothing."""
+    value = (np.ones((3, 2), dtype=np.float32), np.arange(4))
+    like = protocol.decode(protocol.encode(protocol.shape_of(value)))  # it travels in the request
+    back = protocol.like_value(like)
+    assert [(b.shape, b.dtype, b.any()) for b in back] == [((3, 2), np.float32, False), ((4,), np.arange(4).dtype, False)]
+    assert protocol.like_value(protocol.shape_of(np.zeros((0, 5)))).shape == (0, 5)
+    assert protocol.shape_of(3.0) is None and protocol.shape_of((np.ones(2), "x")) is None
