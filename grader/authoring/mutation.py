@@ -98,11 +98,14 @@ def suite_digest(target: Target) -> str:
     return stages.suite_hash([stages.get(target.name)])
 
 
-def open_session(target: Target):
+def open_session(target: Target, read_only: bool = False):
     """The target's work database, (re)made from its source when it is new or the source changed; when only the
-    suites changed, the mutants that survived are graded again (a killed one stays killed: the suites grow)."""
+    suites changed, the mutants that survived are graded again (a killed one stays killed: the suites grow).
+    ``read_only`` (``--report``) opens it as it is, whatever changed since: a report never drops a result."""
     from cosmic_ray.commands.init import _all_work_items  # init() itself keeps no filter
     from cosmic_ray.work_db import WorkDB
+    if read_only:
+        return WorkDB(str(target.session), WorkDB.Mode.open)
     SESSIONS.mkdir(exist_ok=True)
     stamp = target.session.with_suffix(".json")
     recorded = json.loads(stamp.read_text()) if stamp.exists() and target.session.exists() else {}
@@ -326,7 +329,7 @@ def main(argv=None) -> int:
     for target in chosen:
         if only_report and not target.session.exists():
             continue
-        db = open_session(target)
+        db = open_session(target, read_only=only_report)
         try:
             pending = list(db.pending_work_items)
             if limit is not None:  # a sample spread over the module, the same one every run (by job id's hash)

@@ -103,3 +103,24 @@ def test_the_equivalents_file_names_real_mutants_with_reasons():
         assert name in targets and operator.startswith("core/") and occurrence >= 0
         assert line.strip() and len(reason) > 15 and kind in ("equivalent", "unspecified"), (name, operator, occurrence)
     assert Path(mutation.EQUIVALENT).is_file()
+
+
+def test_a_report_keeps_every_result_even_when_the_suites_changed_since(target):
+    """``--report`` reads the database as it is: only a grading run drops survivors to grade them again."""
+    db = mutation.open_session(target)
+    try:
+        job = db.work_items[0].job_id
+        db.set_result(job, WorkResult(WorkerOutcome.NORMAL, test_outcome=Outcome.SURVIVED))
+    finally:
+        db.close()
+    target.suite.write_text("def test_something_else():\n    pass\n")
+    db = mutation.open_session(target, read_only=True)
+    try:
+        assert [j for j, r in db.results if r.test_outcome == Outcome.SURVIVED] == [job]
+    finally:
+        db.close()
+    db = mutation.open_session(target)  # a grading run: the survivor is graded again
+    try:
+        assert not list(db.results)
+    finally:
+        db.close()
