@@ -25,13 +25,15 @@ reason in ``tests/mutants/equivalent.toml``, matched by target, operator, occurr
 an entry that no longer fits its mutant is reported as stale) or a gap in the suites, to be closed with a test.
 An entry of kind "unspecified" is a mutant that differs only where the contract does not say what must happen (a
 non-boolean mask, a negative max_len): it is not tested, and the report proposes contract text for it. The score
-per target is killed / (mutants - equivalent - unspecified); README.md shows it.
+per target is killed / (mutants - equivalent - unspecified); README.md shows it. A stage's mutants are those of
+what students write (inside the reference's solution blocks): the rest of its module reaches them as it is.
 """
 from __future__ import annotations
 
 import ast
 import concurrent.futures as cf
 import difflib
+import functools
 import hashlib
 import json
 import multiprocessing as mp
@@ -67,14 +69,35 @@ class Target:
     source: Path
     functions: tuple = ()  # only mutants inside these functions (all when empty)
     suite: Path | None = None  # the test file that grades it (a stage: its suites)
+    students_part: bool = False  # only mutants of what students write (a stage: its solution blocks)
 
     @property
     def session(self) -> Path:
         return SESSIONS / f"{self.name}.sqlite"
 
+    def counts(self, item) -> bool:
+        """Whether a mutant is one of the target's: for a stage, one inside what students write."""
+        return not self.students_part or item.mutations[0].start_pos[0] in students_lines(self.source)
+
+
+@functools.cache
+def students_lines(source: Path) -> frozenset:
+    """The line numbers inside a reference's ``# BEGIN SOLUTION`` ... ``# END SOLUTION`` blocks: what a student
+    writes. The rest of a stage's module (imports, constants, helpers such as stage 6's Vocab, load_toy_translation
+    and train_seq2seq) reaches students as it is in the starter, and no hidden test grades it as theirs."""
+    lines, inside = set(), False
+    for number, text in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
+        if "# END SOLUTION" in text:
+            inside = False
+        if inside:
+            lines.add(number)
+        if "# BEGIN SOLUTION" in text:
+            inside = True
+    return frozenset(lines)
+
 
 def targets() -> dict:
-    found = {s.id: Target(s.id, paths.SOLUTIONS / s.module_file) for s in stages.all_stages()}
+    found = {s.id: Target(s.id, paths.SOLUTIONS / s.module_file, students_part=True) for s in stages.all_stages()}
     found["testing"] = Target("testing", paths.ROOT / "grader" / "engine" / "testing.py", COMPARISON, TESTING_SUITE)
     return found
 
@@ -270,6 +293,8 @@ def score(target: Target, db) -> Score:
     s = Score(target.name, survivors=[], stale=[])
     results = dict(db.results)
     for item in db.work_items:
+        if not target.counts(item):
+            continue
         m = item.mutations[0]
         result = results.get(item.job_id)
         if result is not None and result.worker_outcome == "no-test":
@@ -337,7 +362,7 @@ def main(argv=None) -> int:
             continue
         db = open_session(target, read_only=only_report)
         try:
-            pending = list(db.pending_work_items)
+            pending = [w for w in db.pending_work_items if target.counts(w)]
             if limit is not None:  # a sample spread over the module, the same one every run (by job id's hash)
                 pending = sorted(pending, key=lambda w: hashlib.sha256(w.job_id.encode()).hexdigest())[:limit]
             if pending and not only_report:

@@ -124,3 +124,13 @@ def test_a_report_keeps_every_result_even_when_the_suites_changed_since(target):
         assert not list(db.results)
     finally:
         db.close()
+
+
+def test_a_stage_counts_only_the_mutants_of_what_students_write():
+    """Stage 6's toy-data helpers and training loop come with the starter as they are: no mutant of them counts."""
+    target = mutation.targets()["a06_decoder"]
+    lines = mutation.students_lines(target.source)
+    text = target.source.read_text(encoding="utf-8").splitlines()
+    assert any("torch.tril" in text[n - 1] for n in lines)
+    assert not any("def train_seq2seq" in text[n - 1] or "class Vocab" in text[n - 1] for n in lines)
+    assert not any("SOLUTION" in text[n - 1] for n in lines)
