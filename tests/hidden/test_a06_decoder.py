@@ -615,6 +615,10 @@ GREEDY_SCRIPTS = {
     "max_len_reached_before_eos": ([[3, 4, 6, 7, 3, 4, 2, 6], [3, 2, 6, 6, 6, 6, 6, 6]], 5, 4),
     "all_rows_stop_at_first_step": ([[2, 3, 3, 3], [2, 4, 4, 4], [2, 6, 6, 6]], 0, 9),
     "max_len_one_is_bos_only": ([[3, 2, 3], [4, 2, 4]], 5, 1),
+    # ids below eos_id (here 0 and 1) are words like any other: only eos_id ends a row
+    "ids_below_eos_do_not_end_a_row": ([[3, 0, 1, 2, 6, 6], [1, 4, 0, 3, 2, 7]], 5, 8),
+    # max_len past 256 (an int that Python does not share): the row never produces EOS before it
+    "max_len_past_256": ([[3] * 299 + [2]], 5, 260),
 }
 
 
@@ -872,6 +876,55 @@ def test_learns_toy_translation(student):
            "reference: {reference}). Examples: {examples}. {cause}",
            train_steps=TRAIN_STEPS, exact=f"{exact:.1%}", total=len(predicted), reference=TRAIN_REFERENCE,
            train_threshold=f"{TRAIN_THRESHOLD:.0%}", examples=examples, cause=cause))
+
+
+# ----------------------------------------------------------------------------- sizes at the limits
+
+LIMIT_CASES = {
+    # case -> which valid inputs at the contract's limits it gives (the calls: _limit_calls)
+    "batch_and_width_past_256": tr("a batch of 260 and d_model = 264 (Python shares int objects only up to 256: "
+                                   "sizes compared with `is` or `is not` instead of == and != go wrong past it)"),
+    "target_of_exactly_max_len": tr("a target of exactly max_len tokens (allowed: only a longer one raises "
+                                    "ValueError)"),
+    "one_feature_per_head": tr("d_model = 2 with 2 heads: one feature per head, one sine and one cosine column of "
+                               "the positional table"),
+}
+
+
+def _limit_calls(case, g):
+    """[(kind, init, calls)] of a case of LIMIT_CASES (small enough to cost little past 256)."""
+    if case == "batch_and_width_past_256":
+        B, d = 260, 264
+        dec = {"vocab_size": 9, "d_model": d, "n_heads": 8, "d_ff": 8, "n_layers": 1, "max_len": 4}
+        return [("DecoderLayer", {"d_model": d, "n_heads": 8, "d_ff": 8},
+                 [{"args": [torch.randn(B, 2, d, generator=g), torch.randn(B, 3, d, generator=g)]}]),
+                ("Decoder", dec, [{"args": [_ids(B, 2, 9, g), torch.randn(B, 3, d, generator=g)]}]),
+                ("Seq2SeqTransformer", {"src_vocab_size": 9, "tgt_vocab_size": 9, "d_model": d, "n_heads": 8,
+                                        "d_ff": 8, "n_layers": 1, "max_len": 4, "dropout": 0.0},
+                 [{"args": [_ids(B, 3, 9, g), _ids(B, 2, 9, g)]}])]
+    if case == "target_of_exactly_max_len":
+        return [("Decoder", {"vocab_size": 9, "d_model": 8, "n_heads": 2, "d_ff": 8, "n_layers": 1, "max_len": 6},
+                 [{"args": [_ids(2, 6, 9, g), torch.randn(2, 3, 8, generator=g)]}])]
+    return [("Decoder", {"vocab_size": 9, "d_model": 2, "n_heads": 2, "d_ff": 4, "n_layers": 1, "max_len": 6},
+             [{"args": [_ids(2, 5, 9, g), torch.randn(2, 3, 2, generator=g)]}])]
+
+
+@pytest.mark.parametrize("case", list(LIMIT_CASES))
+def test_sizes_at_the_limits(student, case):
+    """valid inputs at the contract's limits: sizes past 256, a target of exactly max_len, one feature per head"""
+    g = testing.torch_generator(700 + list(LIMIT_CASES).index(case))
+    for kind, init, calls in _limit_calls(case, g):
+        ref_model, state = _make(kind, init, seed=710)
+        # i18n: {kind} is a class of the contract; {inputs} says which inputs (a LIMIT_CASES text).
+        what = tr("{kind} on {inputs}", kind=kind, inputs=LIMIT_CASES[case])
+        try:
+            got = _run(student, kind, init, state, calls)[0]
+        except StudentError as exc:
+            raise AssertionError(tr("{what} raised {exception}: {message}. These inputs are valid.", what=what,
+                                    exception=exc.type_name or "an error", message=exc.message[:300])) from None
+        with torch.no_grad():
+            want = ref_model(*calls[0]["args"])
+        assert_close(_tensor(got, f"{kind}.forward"), want, what=what, atol=ATOL_STACK, rtol=RTOL_STACK)
 
 
 # ----------------------------------------------------------------------------- errors
