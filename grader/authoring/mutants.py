@@ -323,7 +323,7 @@ def main(argv=None) -> int:
             s, named_ko = grade_both(m, sub, GradingOptions(fast_only=not m.needs_slow))
             verdicts.append(verdict(m, s))
             korean.append(verdicts[-1] == "CAUGHT" and named_ko)
-            print(f"{verdicts[-1]:9} {m.key}: {m.description} — {s['score']:.2f}/{s['max_score']:.0f}"
+            print(f"{verdicts[-1]:9} {m.key}: {m.description} — {s['score']:.2f}/{s['max_score']:.2f}"
                   + ("" if korean[-1] or verdicts[-1] != "CAUGHT" else " (not named in Korean)"), flush=True)
             if s["score"] < s["max_score"]:
                 print(f"          {failed_feedback(s)[:600]}")
@@ -333,7 +333,7 @@ def main(argv=None) -> int:
             s = rep["stages"][0]
             fair.append(s["score"] == s["max_score"])
             print(f"{'FULL' if fair[-1] else 'UNFAIR':9} alternative {st}/{path.name} — "
-                  f"{s['score']:.2f}/{s['max_score']:.0f}", flush=True)
+                  f"{s['score']:.2f}/{s['max_score']:.2f}", flush=True)
             if not fair[-1]:
                 print(f"          {failed_feedback(s)[:600]}")
         up = []

@@ -330,6 +330,9 @@ def test_model_rejects_bad_shapes(student):
                  "max_position_embeddings=16", atol=ATOL, rtol=RTOL,
                  hint=tr("A sequence as long as max_position_embeddings uses positions 0 .. max - 1, all in the "
                          "table: it must be accepted."))
+    with raises_student(ValueError, what=tr("BertModel(input_ids (1, 17)) with max_position_embeddings=16: one "
+                                            "token more than the position table (compare the length, axis 1)")):
+        _run(student, "BertModel", SMALL, state, [{"args": [_ids(1, SMALL["max_position_embeddings"] + 1, seed=15)]}])
 
 
 # ----------------------------------------------------------------------------- pretrained MiniLM
@@ -547,6 +550,11 @@ def test_mlm_loss_rejects_mismatched_shapes(student):
                  atol=1e-6, rtol=1e-5)
     with raises_student(ValueError, what="mlm_loss(logits (3, 7, 11), labels (3, 6))"):
         student.mlm_loss(logits, labels[:, :6])
+    for other in ((7, 3), (1, 21)):
+        with raises_student(ValueError, what=tr("mlm_loss(logits (3, 7, 11), labels {shape}): as many labels as "
+                                                "positions, in another shape (compare the shapes, not the counts)",
+                                                shape=other)):
+            student.mlm_loss(logits, labels.reshape(other))
 
 
 # ----------------------------------------------------------------------------- mask_tokens
