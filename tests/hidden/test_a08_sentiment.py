@@ -214,9 +214,10 @@ def test_mean_pool_all_padding_row_is_zero(student):
 
 
 def test_mean_pool_rejects_bad_shapes(student):
-    """mean_pool raises ValueError when the mask does not fit the hidden states"""
-    with raises_student(ValueError, what="mean_pool(hidden (2, 5, 3), attention_mask (2, 4))"):
-        student.mean_pool(torch.zeros(2, 5, 3), torch.ones(2, 4))
+    """mean_pool raises ValueError when the mask does not fit the hidden states or hidden is not (B, n, H)"""
+    for hidden, mask in (((2, 5, 3), (2, 4)), ((2, 5, 3), (2, 6)), ((2, 5), (2, 5)), ((2, 5, 3, 1), (2, 5))):
+        with raises_student(ValueError, what=f"mean_pool(hidden {hidden}, attention_mask {mask})"):
+            student.mean_pool(torch.zeros(hidden), torch.ones(mask))
 
 
 # ----------------------------------------------------------------------------- SentimentClassifier
