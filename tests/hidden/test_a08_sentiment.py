@@ -650,6 +650,45 @@ def test_predict_matches_eval_argmax(student):
                                 got=pred.tolist(), hint=hint))
 
 
+def _mask_sensitive_head(enc, ids, mask):
+    """A head whose prediction for the most padded row flips when its padding is read as real tokens: the
+    direction from that row's pooled vector with everything real to the one with its mask, cut halfway (so the
+    test does not depend on the drawn weights happening to put a row near the boundary)."""
+    row = int(mask.sum(dim=1).argmin())
+    with torch.no_grad():
+        real = R().mean_pool(enc(ids[row:row + 1], attention_mask=mask[row:row + 1]), mask[row:row + 1])[0]
+        every = R().mean_pool(enc(ids[row:row + 1]), torch.ones_like(mask[row:row + 1]))[0]
+    d = real - every
+    weight = torch.stack([torch.zeros_like(d), d])
+    bias = torch.stack([torch.zeros(()), -(d @ (real + every)) / 2])
+    return {"classifier.weight": weight, "classifier.bias": bias}, row
+
+
+def test_predict_uses_each_batchs_attention_mask(student):
+    """predict passes each batch's attention_mask to the model: padding never counts as tokens"""
+    spec, enc, ids, mask, _, _ = _predict_case()
+    enc = enc.eval()
+    head, row = _mask_sensitive_head(enc, ids, mask)
+    cfg = dict(pooling="mean", dropout=0.0)
+    reply = student.probe("predict", encoder=spec, classifier=cfg, head_state=head, input_ids=ids,
+                          attention_mask=mask, batch_size=3, start_mode="eval")
+    _check_load(reply)
+    what = tr("predict(10 padded examples, batch_size=3), a head that tells row {row} with and without its padding "
+              "apart", row=row)
+    pred = assert_shape(_tensor(reply["pred"], what), (10,), what=what)
+    model = _reference_classifier(enc, head, **cfg)
+    with torch.no_grad():
+        expected = model(ids, mask).argmax(-1).numpy()
+        unmasked = model(ids).argmax(-1).numpy()
+    if not np.array_equal(pred, expected):
+        hint = (tr("These are the predictions with every position taken as a real token: pass each batch's rows of "
+                   "attention_mask to the model, model(input_ids[i:j], attention_mask[i:j]).")
+                if np.array_equal(pred, unmasked) else tr("Each prediction is the argmax over the classes (dim=-1) "
+                                                           "of that row's logits."))
+        raise AssertionError(tr("{what}: got {got}, expected {expected}. {hint}", what=what, got=pred.tolist(),
+                                expected=expected.tolist(), hint=hint))
+
+
 def test_predict_without_gradients_in_batches(student):
     """predict runs under torch.no_grad() in batches of at most batch_size rows"""
     spec, _, ids, mask, head, cfg = _predict_case()
