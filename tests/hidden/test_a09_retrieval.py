@@ -268,6 +268,21 @@ def test_top_k_ties_keep_lower_index(student):
                "scores keep the lower index first. torch.topk does not promise an order for ties: use "
                "torch.sort(scores, descending=True, stable=True).",
                what=what, got=indices.tolist(), expected=expected))
+    # Many exact ties (an unstable sort keeps small inputs in order by chance, not 40 documents): copies of three
+    # directions scaled by 1..5, whose cosines with the query are exactly 1, 0.8 and 0 in float32.
+    base = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    many = torch.stack([base[i % 3] * (1 + i % 5) for i in range(40)])
+    what = tr("top_k(queries (2, 3), documents (40, 3): copies of three directions, k=40)")
+    _, indices = _pair(student.top_k(queries, many, 40), what)
+    indices = assert_shape(indices, (2, 40), what=f"{what}: indices")
+    expected = [[i for r in (0, 2, 1) for i in range(r, 40, 3)],  # cosines 1, 0.8, 0
+                [*range(1, 40, 3), *(i for i in range(40) if i % 3 != 1)]]  # 1, then 0 for both others
+    if indices.tolist() != expected:
+        raise AssertionError(tr("{what} returned {got}, expected {expected}: documents of the same direction tie "
+                                "exactly, and equal scores keep the lower index first; torch.sort(..., "
+                                "stable=False) and torch.topk do not promise that order: use "
+                                "torch.sort(scores, descending=True, stable=True).",
+                                what=what, got=indices.tolist(), expected=expected))
 
 
 def test_top_k_k_larger_than_documents_raises(student):
