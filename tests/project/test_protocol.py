@@ -302,6 +302,7 @@ def test_a_dry_call_returns_zeros_of_the_shapes_and_dtypes_the_call_returned():
     value = (np.ones((3, 2), dtype=np.float32), np.arange(4))
     like = protocol.decode(protocol.encode(protocol.shape_of(value)))  # it travels in the request
     back = protocol.like_value(like)
-    assert [(b.shape, b.dtype, b.any()) for b in back] == [((3, 2), np.float32, False), ((4,), np.arange(4).dtype, False)]
+    assert [(b.shape, b.dtype, b.any()) for b in back] == [((3, 2), np.float32, False),
+                                                           ((4,), np.arange(4).dtype, False)]
     assert protocol.like_value(protocol.shape_of(np.zeros((0, 5)))).shape == (0, 5)
     assert protocol.shape_of(3.0) is None and protocol.shape_of((np.ones(2), "x")) is None
