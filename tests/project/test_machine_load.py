@@ -6,7 +6,6 @@ starved below a tenth of a core: the grader's error, never the student's timeout
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
@@ -19,6 +18,7 @@ import pytest
 from conftest import ROOT
 
 from grader.engine import stages
+from tests.fixtures.busy import busy_loops
 
 STAGE = stages.resolve(["a02_softmax"])[0]
 SLOW_PART = f'''
@@ -59,21 +59,6 @@ def _class(folder: Path) -> Path:
     (folder / "sleeper").mkdir()
     shutil.copy(SLEEPER, folder / "sleeper" / "a02_softmax.py")
     return folder
-
-
-@contextlib.contextmanager
-def busy_loops(n: int, pinned: list):
-    """``n`` busy Python loops on the cores ``pinned`` (a taskset prefix) while the block runs, each in a session of
-    its own: where the kernel shares a core by session (autogroup), each takes a share as a worker would."""
-    loops = [subprocess.Popen([*pinned, sys.executable, "-c", "while True: pass"], start_new_session=True)
-             for _ in range(n)]
-    try:
-        yield
-    finally:
-        for loop in loops:
-            with contextlib.suppress(ProcessLookupError):
-                loop.kill()
-            loop.wait()
 
 
 def test_an_oversubscribed_batch_costs_no_correct_copy_a_point(tmp_path):
