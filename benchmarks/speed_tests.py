@@ -14,11 +14,10 @@ reference must stay well under 1 and the loop well over it, whatever the load.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
-import subprocess
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 from grader.authoring import mutants
 from grader.engine import forkservers, isolation, paths, stages, testing
 from grader.engine.worker_client import StageWorker, StudentModule
+from tests.fixtures.busy import busy_loops
 
 from .common import load
 
@@ -35,19 +35,17 @@ from .common import load
 class SpeedTest:
     stage: str
     function: str
-    limit: float
     loop: str  # the catalogue's mutant id of a Python loop
     extended: bool
 
-    def inputs(self, g) -> list:
-        """Five fresh argument tuples of the hidden test's shapes."""
-        if self.stage == "a01_similarity":
-            return [(g.normal(size=(8000, 2)), g.normal(size=(2, 2))) for _ in range(5)]
-        return [(g.normal(size=(8000, 4)), g.normal(size=(4, 4)), g.normal(size=(4, 4))) for _ in range(5)]
+    @property
+    def suite(self):
+        """The stage's hidden test module: its speed_inputs and SLOWDOWN_LIMIT are what the test uses."""
+        return importlib.import_module(f"tests.hidden.test_{self.stage}")
 
 
-TESTS = (SpeedTest("a01_similarity", "similarity_matrix", 30.0, "matrix_python_loop_over_rows", False),
-         SpeedTest("a03_attention", "scaled_dot_product_attention", 20.0, "python_loop_over_query_rows", True))
+TESTS = (SpeedTest("a01_similarity", "similarity_matrix", "matrix_python_loop_over_rows", False),
+         SpeedTest("a03_attention", "scaled_dot_product_attention", "python_loop_over_query_rows", True))
 
 
 def _source(test: SpeedTest, variant: str) -> str:
@@ -73,22 +71,11 @@ def shares(test: SpeedTest, variant: str, trials: int, server, work: Path) -> li
         worker = StageWorker(stage, str(sub), plan, server, str(scratch), budget_s=120)
         try:
             slow = testing.cpu_slowdown(StudentModule(worker), test.function, reference,
-                                        test.inputs(np.random.default_rng(trial)), lambda value, args: None)
+                                        test.suite.speed_inputs(np.random.default_rng(trial)), lambda value, args: None)
         finally:
             worker.close()
-        found.append(slow.student / slow.allowed(test.limit))
+        found.append(slow.student / slow.allowed(test.suite.SLOWDOWN_LIMIT))
     return found
-
-
-@contextmanager
-def busy_loops(n: int):
-    procs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(n)]
-    try:
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
 
 
 def main(argv=None) -> int:

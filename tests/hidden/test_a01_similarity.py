@@ -197,13 +197,17 @@ def test_similarity_matrix_rejects_bad_shapes(student):
         student.similarity_matrix(np.ones((2, 3, 4)), np.ones((3, 5, 4)))
 
 
+def speed_inputs(g) -> list:
+    """The speed test's five fresh (Q, K) pairs, drawn from ``g`` (also benchmarks/speed_tests.py's). d = 2 keeps
+    the data (whose handling is charged to the worker and taken off as measured in another process) small beside
+    what a loop costs. Measured on the 2-core machine under load 3-6, as a share of what is allowed: the
+    reference at most 0.32, a loop over the rows at least 4.2 (benchmarks/README.md)."""
+    return [(g.normal(size=(8000, 2)), g.normal(size=(2, 2))) for _ in range(5)]
+
+
 def test_similarity_matrix_is_vectorised(student):
     """similarity_matrix is computed with matrix operations, not a Python loop over rows (slide 38)"""
-    # d = 2 keeps the data (whose handling is charged to the worker and taken off as measured in another
-    # process) small beside what a loop costs. Measured on the 2-core machine under load 3-6, as a share of what
-    # is allowed: the reference at most 0.32, a loop over the rows at least 4.2 (benchmarks/README.md).
-    g = rng(7)
-    inputs = [(g.normal(size=(8000, 2)), g.normal(size=(2, 2))) for _ in range(5)]
+    inputs = speed_inputs(rng(7))
 
     def check(got, args):
         assert_close(got, ref.similarity_matrix(*args), what="similarity_matrix(Q (8000, 2), K (2, 2))", **TOL,

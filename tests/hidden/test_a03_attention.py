@@ -358,10 +358,15 @@ def test_sdpa_rejects_bad_shapes(student):
                                              np.ones((4, 5), dtype=bool))
 
 
+def speed_inputs(g) -> list:
+    """The speed test's five fresh (Q, K, V) triples of 8000 queries and 4 keys, drawn from ``g`` (also
+    benchmarks/speed_tests.py's)."""
+    return [(g.normal(size=(8000, 4)), g.normal(size=(4, 4)), g.normal(size=(4, 4))) for _ in range(5)]
+
+
 def test_sdpa_is_vectorised(student):
     """scaled_dot_product_attention handles all queries with matrix operations, not a Python loop (slide 38)"""
-    g = rng(54)
-    inputs = [(g.normal(size=(8000, 4)), g.normal(size=(4, 4)), g.normal(size=(4, 4))) for _ in range(5)]
+    inputs = speed_inputs(rng(54))
 
     def check(got, args):
         check_attention(got, *args, what=tr("scaled_dot_product_attention on 8000 queries (checked while timing "
