@@ -625,20 +625,32 @@ def _predict_case():
     return spec, enc, ids, mask, head, cfg
 
 
+def _predict(student, spec, cfg, head, ids, mask, start_mode):
+    """The reply of the student's predict(..., batch_size=3) run on a model the probe left in start_mode ("train"
+    or "eval"): its predictions under "pred" and, per forward, the batch size, mode and grad under "calls"."""
+    reply = student.probe("predict", encoder=spec, classifier=cfg, head_state=head, input_ids=ids,
+                          attention_mask=mask, batch_size=3, start_mode=start_mode)
+    _check_load(reply)
+    return reply
+
+
+def _expected_predictions(enc, head, cfg, ids, mask):
+    """The reference classifier's eval-mode argmax on (ids, mask) and on ids with every position real."""
+    model = _reference_classifier(enc.eval(), head, **cfg)
+    with torch.no_grad():
+        return model(ids, mask).argmax(-1).numpy(), model(ids).argmax(-1).numpy()
+
+
 def test_predict_matches_eval_argmax(student):
     """predict returns the argmax of the eval-mode logits, a LongTensor (N,)"""
     spec, enc, ids, mask, head, cfg = _predict_case()
-    reply = student.probe("predict", encoder=spec, classifier=cfg, head_state=head, input_ids=ids,
-                          attention_mask=mask, batch_size=3, start_mode="train")
-    _check_load(reply)
+    reply = _predict(student, spec, cfg, head, ids, mask, start_mode="train")
     what = tr("predict(model left in training mode, 10 examples, batch_size=3)")
     pred = assert_shape(_tensor(reply["pred"], what), (10,), what=what)
     if pred.dtype != np.int64:
         raise AssertionError(tr("{what} returned {dtype} values; the contract asks for a LongTensor of "
                                 "class ids: logits.argmax(dim=-1)", what=what, dtype=pred.dtype))
-    model = _reference_classifier(enc.eval(), head, **cfg)
-    with torch.no_grad():
-        expected = model(ids, mask).argmax(-1).numpy()
+    expected, _ = _expected_predictions(enc, head, cfg, ids, mask)
     if not np.array_equal(pred, expected):
         wrong = np.flatnonzero(pred != expected).tolist()
         hint = (tr("Some forwards ran in training mode (dropout on): call model.eval() first.")
@@ -670,16 +682,11 @@ def test_predict_uses_each_batchs_attention_mask(student):
     enc = enc.eval()
     head, row = _mask_sensitive_head(enc, ids, mask)
     cfg = dict(pooling="mean", dropout=0.0)
-    reply = student.probe("predict", encoder=spec, classifier=cfg, head_state=head, input_ids=ids,
-                          attention_mask=mask, batch_size=3, start_mode="eval")
-    _check_load(reply)
+    reply = _predict(student, spec, cfg, head, ids, mask, start_mode="eval")
     what = tr("predict(10 padded examples, batch_size=3), a head that tells row {row} with and without its padding "
               "apart", row=row)
     pred = assert_shape(_tensor(reply["pred"], what), (10,), what=what)
-    model = _reference_classifier(enc, head, **cfg)
-    with torch.no_grad():
-        expected = model(ids, mask).argmax(-1).numpy()
-        unmasked = model(ids).argmax(-1).numpy()
+    expected, unmasked = _expected_predictions(enc, head, cfg, ids, mask)
     if not np.array_equal(pred, expected):
         hint = (tr("These are the predictions with every position taken as a real token: pass each batch's rows of "
                    "attention_mask to the model, model(input_ids[i:j], attention_mask[i:j]).")
@@ -692,9 +699,7 @@ def test_predict_uses_each_batchs_attention_mask(student):
 def test_predict_without_gradients_in_batches(student):
     """predict runs under torch.no_grad() in batches of at most batch_size rows"""
     spec, _, ids, mask, head, cfg = _predict_case()
-    reply = student.probe("predict", encoder=spec, classifier=cfg, head_state=head, input_ids=ids,
-                          attention_mask=mask, batch_size=3, start_mode="eval")
-    _check_load(reply)
+    reply = _predict(student, spec, cfg, head, ids, mask, start_mode="eval")
     what = "predict(10 examples, batch_size=3)"
     calls = reply["calls"]
     if any(c["grad"] for c in calls):
