@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
 import sys
 from dataclasses import dataclass
 from functools import cache
@@ -625,6 +626,25 @@ def check_weights_loaded(reply: dict, kind: str, contract: str, note: str = "") 
                                 "unexpected {unexpected} (names of the contract: {contract}{note})",
                                 kind=kind, missing=reply['missing'][:6],
                                 unexpected=reply['unexpected'][:6], contract=contract, note=note))
+
+
+def assert_value_error(outcome: dict, what: str, numbers) -> None:
+    """Fail unless one call's outcome, as a probe's ``errors`` records it (``{"raised": type name or "", "mro":
+    [names], "message": str}``), is a ValueError whose message names one of ``numbers`` (sizes of the shapes,
+    as text: "12", "(2, 3, 5)"), as the contract asks of bad arguments."""
+    if not outcome["raised"]:
+        raise AssertionError(tr("{what} should raise ValueError naming the shapes, but returned normally",
+                                what=what))
+    if "ValueError" not in outcome["mro"]:
+        raise AssertionError(tr("{what} should raise ValueError (with a message naming the shapes), but raised "
+                                "{exception}: {message}. Check the shapes first and raise "
+                                "ValueError yourself.",
+                                what=what, exception=outcome['raised'],
+                                message=outcome['message'][:300]))
+    if not any(re.search(rf"(?<!\d){re.escape(n)}(?!\d)", outcome["message"]) for n in numbers):
+        raise AssertionError(tr("{what} raised ValueError, but its message does not name the shapes: "
+                                "{message}",
+                                what=what, message=f"{outcome['message'][:200]!r}"))
 
 
 def load_trained(model, state: dict, what: str):

@@ -803,6 +803,131 @@ def test_value_errors(student, case):
                                tr("check d_model % n_heads == 0 in __init__") if case.startswith("n_heads") else ""]))
 
 
+# Each breaks one shape rule of the contract while every other size agrees, so that no other check raises by
+# chance: MultiHeadAttention(16, 4) on query (2, 5, 16) and key, value (2, 7, 16) unless said, and Encoder(vocab
+# 10, d_model 16, 4 heads, max_len 16). case -> (kind, what, args, the sizes its message may name)
+_MHA, _QKV = "MultiHeadAttention", [(2, 5, 16), (2, 7, 16), (2, 7, 16)]
+_SHAPE_RULES = {
+    "query_2d": (_MHA, tr("a 2-D query (2, 16)"), [(2, 16), (2, 7, 16), (2, 7, 16)], ["16"]),
+    "query_4d": (_MHA, tr("a 4-D query (2, 1, 5, 16)"), [(2, 1, 5, 16), (2, 7, 16), (2, 7, 16)], ["1", "5"]),
+    "key_2d": (_MHA, tr("a 2-D key (2, 16) and a value (2, 16, 16)"), [(2, 5, 16), (2, 16), (2, 16, 16)], ["16"]),
+    "key_4d": (_MHA, tr("a 4-D key (2, 7, 1, 16)"), [(2, 5, 16), (2, 7, 1, 16), (2, 7, 16)], ["1", "7"]),
+    "value_2d": (_MHA, tr("a key (2, 16, 16) and a 2-D value (2, 16)"), [(2, 5, 16), (2, 16, 16), (2, 16)], ["16"]),
+    "value_4d": (_MHA, tr("a 4-D value (2, 7, 1, 16)"), [(2, 5, 16), (2, 7, 16), (2, 7, 1, 16)], ["1", "7"]),
+    "query_wider": (_MHA, tr("a query (2, 5, 20)"), [(2, 5, 20), (2, 7, 16), (2, 7, 16)], ["20"]),
+    "query_narrower": (_MHA, tr("a query (2, 5, 12)"), [(2, 5, 12), (2, 7, 16), (2, 7, 16)], ["12"]),
+    "key_wider": (_MHA, tr("a key (2, 7, 20)"), [(2, 5, 16), (2, 7, 20), (2, 7, 16)], ["20"]),
+    "key_narrower": (_MHA, tr("a key (2, 7, 12)"), [(2, 5, 16), (2, 7, 12), (2, 7, 16)], ["12"]),
+    "value_wider": (_MHA, tr("a value (2, 7, 20)"), [(2, 5, 16), (2, 7, 16), (2, 7, 20)], ["20"]),
+    "value_narrower": (_MHA, tr("a value (2, 7, 12)"), [(2, 5, 16), (2, 7, 16), (2, 7, 12)], ["12"]),
+    "value_longer": (_MHA, tr("a key (2, 6, 16) and a value (2, 7, 16)"), [(2, 5, 16), (2, 6, 16), (2, 7, 16)],
+                     ["6", "7"]),
+    "key_batch_larger": (_MHA, tr("a key and value (3, 7, 16)"), [(2, 5, 16), (3, 7, 16), (3, 7, 16)], ["3"]),
+    "key_batch_of_one": (_MHA, tr("a key and value (1, 7, 16), which would broadcast"),
+                         [(2, 5, 16), (1, 7, 16), (1, 7, 16)], ["1"]),
+    "mask_1d": (_MHA, tr("a query, key and value (2, 2, 16) and a 1-D mask (2,)"),
+                [(2, 2, 16), (2, 2, 16), (2, 2, 16), "mask", (2,)], ["2"]),
+    "mask_rows_fewer": (_MHA, tr("a mask (2, 3, 7) for 5 queries"), [*_QKV, "mask", (2, 3, 7)], ["3"]),
+    "mask_rows_none": (_MHA, tr("a mask (0, 7) for 5 queries"), [*_QKV, "mask", (0, 7)], ["0"]),
+    "mask_5d": (_MHA, tr("a 5-D mask (2, 1, 5, 7, 1) whose first four axes would fit"),
+                [*_QKV, "mask", (2, 1, 5, 7, 1)], ["5"]),
+    "encoder_ids_1d": ("Encoder", tr("src_ids of shape (4,)"), ["ids", (4,)], ["4"]),
+    "encoder_ids_3d_with_mask": ("Encoder", tr("src_ids of shape (2, 3, 4) and a src_mask (3, 3)"),
+                                 ["ids", (2, 3, 4), "mask", (3, 3)], ["4"]),
+}
+
+
+def _rule_args(spec):
+    """The call of a _SHAPE_RULES case: a shape tuple is a random float tensor, or token ids after "ids", or a mask
+    (True everywhere) after "mask"."""
+    args, kind = [], "float"
+    for item in spec:
+        if isinstance(item, str):
+            kind = item
+            continue
+        if kind == "ids":
+            args.append(torch.ones(item, dtype=torch.long))
+        elif kind == "mask":
+            args.append(torch.ones(item, dtype=torch.bool))
+        else:
+            args.append(seeded_randn(*item, seed=95 + len(args)))
+        kind = "float"
+    return args
+
+
+def test_each_shape_rule_on_its_own(student):
+    """each shape rule raises ValueError on its own, when every other size agrees"""
+    inits = {_MHA: {"d_model": 16, "n_heads": 4},
+             "Encoder": {"vocab_size": 10, "d_model": 16, "n_heads": 4, "d_ff": 8, "n_layers": 1, "max_len": 16}}
+    good = {_MHA: _QKV, "Encoder": ["ids", (2, 5)]}
+    for kind, init in inits.items():
+        cases = [case for case, rule in _SHAPE_RULES.items() if rule[0] == kind]
+        calls = [{"args": _rule_args(good[kind])}] + [{"args": _rule_args(_SHAPE_RULES[c][2])} for c in cases]
+        reply = student.probe("errors", kind=kind, init=init, calls=calls)
+        ok, *outcomes = reply["outcomes"]
+        if ok["raised"]:
+            raise AssertionError(tr("{kind} on valid inputs raised {exception}: {message}", kind=kind,
+                                    exception=ok["raised"], message=ok["message"][:300]))
+        for case, outcome in zip(cases, outcomes):
+            # i18n: {kind} is a class of the contract; {inputs} the bad arguments, e.g. "a 2-D query (2, 16)".
+            what = tr("{kind} with {inputs}", kind=kind, inputs=_SHAPE_RULES[case][1])
+            testing.assert_value_error(outcome, what, _SHAPE_RULES[case][3])
+    try:
+        student.padding_mask(torch.ones(2, 3, 4, dtype=torch.long), 0)
+    except StudentError as exc:
+        if exc.kind == "error" and "ValueError" in exc.mro_names:
+            return
+        raise AssertionError(tr("padding_mask(ids of shape (2, 3, 4), 0) should raise ValueError, but raised "
+                                "{exception}: {message}", exception=exc.type_name, message=exc.message[:300])) from None
+    raise AssertionError(tr("padding_mask(ids of shape (2, 3, 4), 0) should raise ValueError: ids are (B, n), and a "
+                            "3-D ids would give a 5-D mask"))
+
+
+LIMIT_CASES = {
+    # case -> which valid inputs at the contract's limits it gives (the calls: _limit_calls)
+    "batch_and_width_past_256": tr("a batch of 260 and d_model = 264 (Python shares int objects only up to 256: "
+                                   "sizes compared with `is` or `is not` instead of == and != go wrong past it)"),
+    "sequence_of_exactly_max_len": tr("a sequence of exactly max_len tokens (the whole positional table)"),
+    "one_feature_per_head": tr("d_model = 2 with 2 heads: one feature per head, one sine and one cosine column of "
+                               "the positional table"),
+}
+
+
+def _limit_calls(case, g):
+    """[(kind, init, calls)] of a case of LIMIT_CASES (small enough to cost little past 256)."""
+    ids = lambda *shape: torch.randint(1, 9, shape, generator=g)  # noqa: E731
+    if case == "batch_and_width_past_256":
+        B, d = 260, 264
+        return [("MultiHeadAttention", {"d_model": d, "n_heads": 8},
+                 [{"args": [torch.randn(B, 2, d, generator=g), torch.randn(B, 3, d, generator=g),
+                            torch.randn(B, 3, d, generator=g), _rand_mask(B, 2, 3, seed=720)]}]),
+                ("Encoder", {"vocab_size": 9, "d_model": d, "n_heads": 8, "d_ff": 8, "n_layers": 1, "max_len": 4},
+                 [{"args": [ids(B, 3)]}])]
+    if case == "sequence_of_exactly_max_len":
+        return [("Encoder", {"vocab_size": 9, "d_model": 8, "n_heads": 2, "d_ff": 8, "n_layers": 1, "max_len": 6},
+                 [{"args": [ids(2, 6)]}])]
+    return [("Encoder", {"vocab_size": 9, "d_model": 2, "n_heads": 2, "d_ff": 4, "n_layers": 1, "max_len": 6},
+             [{"args": [ids(2, 5)]}])]
+
+
+@pytest.mark.parametrize("case", list(LIMIT_CASES))
+def test_sizes_at_the_limits(student, case):
+    """valid inputs at the contract's limits: sizes past 256, a sequence of exactly max_len, one feature per head"""
+    g = testing.torch_generator(700 + list(LIMIT_CASES).index(case))
+    for kind, init, calls in _limit_calls(case, g):
+        ref_model, state = _make(kind, init, seed=710)
+        # i18n: {kind} is a class of the contract; {inputs} says which inputs (a LIMIT_CASES text).
+        what = tr("{kind} on {inputs}", kind=kind, inputs=LIMIT_CASES[case])
+        try:
+            got = _run(student, kind, init, state, calls)[0]
+        except StudentError as exc:
+            raise AssertionError(tr("{what} raised {exception}: {message}. These inputs are valid.", what=what,
+                                    exception=exc.type_name or "an error", message=exc.message[:300])) from None
+        with torch.no_grad():
+            want = ref_model(*calls[0]["args"])
+        assert_close(_tensor(got["out"], f"{kind}.forward"), want, what=what, atol=ATOL, rtol=RTOL)
+
+
 # ----------------------------------------------------------------------------- API and speed
 
 def test_no_forbidden_attention_api(student):

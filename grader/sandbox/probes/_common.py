@@ -55,3 +55,27 @@ def trainable(model):
     names}. Only to name the mistake when the trusted side sees a parameter that never changed."""
     return {"frozen": [name for name, p in model.named_parameters() if not p.requires_grad],
             "buffers": [name for name, _ in model.named_buffers()]}
+
+
+def outcomes(mod, kinds, kind, init, state_dict=None, calls=(), seed=0):
+    """Build ``mod.<kind>(**init)``, then run each call (``{"method": "forward", "args": [...], "kwargs": {...}}``)
+    in eval mode under no_grad and record, per call, what it raised (type name, the names of its MRO, message) or
+    "" under "raised" when it returned: the data of a stage's ``errors`` probe."""
+    model, report = build(mod, kinds, kind, init, state_dict, seed)
+    if failed(report):
+        return report
+    model.eval()
+    report["outcomes"] = []
+    for call in calls:
+        method = call.get("method", "forward")
+        fn = model if method == "forward" else getattr(model, method)
+        try:
+            with torch.no_grad():
+                fn(*call.get("args", []), **call.get("kwargs", {}))
+        except Exception as exc:  # noqa: BLE001 - reported as data
+            report["outcomes"].append({"raised": type(exc).__name__,
+                                       "mro": [c.__name__ for c in type(exc).__mro__],
+                                       "message": str(exc)[:500]})
+        else:
+            report["outcomes"].append({"raised": ""})
+    return report

@@ -13,7 +13,7 @@ Common arguments
 """
 import torch
 
-from ._common import build, data
+from ._common import build, data, outcomes
 
 KINDS = ("MultiHeadAttention", "PositionwiseFeedForward", "EncoderLayer", "Encoder")
 
@@ -56,6 +56,11 @@ def run(mod, kind, init, state_dict=None, calls=(), train=False, seed=0, weights
             result["attn_weights"] = _weights_of(model)
         report["results"].append(result)
     return report
+
+
+def errors(mod, kind, init, state_dict=None, calls=(), seed=0):
+    """Run each call; record what it raised (type name, its MRO names, message) or "" (_common.outcomes)."""
+    return outcomes(mod, KINDS, kind, init, state_dict, calls, seed)
 
 
 def gradients(mod, kind, init, state_dict, args, kwargs=None, grad_out=None, train=False, seed=0):

@@ -17,7 +17,7 @@ Common arguments
 import torch
 import torch.nn.functional as F
 
-from ._common import build, data, failed, state, trainable
+from ._common import build, data, failed, outcomes, state, trainable
 
 KINDS = ("DecoderLayer", "Decoder", "Seq2SeqTransformer")
 
@@ -202,22 +202,5 @@ def train(mod, init, state_dict, src, tgt, bos_id, steps, batch_size, lr, seed=0
 # ----------------------------------------------------------------------------- errors
 
 def errors(mod, kind, init, state_dict=None, calls=(), seed=0):
-    """Run each call; record what it raised (type name, its MRO names, message) or 'returned'."""
-    model, report = build(mod, KINDS, kind, init, state_dict, seed)
-    if failed(report):
-        return report
-    model.eval()
-    report["outcomes"] = []
-    for call in calls:
-        method = call.get("method", "forward")
-        fn = model if method == "forward" else getattr(model, method)
-        try:
-            with torch.no_grad():
-                fn(*call.get("args", []), **call.get("kwargs", {}))
-        except Exception as exc:  # noqa: BLE001 - reported as data
-            report["outcomes"].append({"raised": type(exc).__name__,
-                                       "mro": [c.__name__ for c in type(exc).__mro__],
-                                       "message": str(exc)[:500]})
-        else:
-            report["outcomes"].append({"raised": ""})
-    return report
+    """Run each call; record what it raised (type name, its MRO names, message) or "" (_common.outcomes)."""
+    return outcomes(mod, KINDS, kind, init, state_dict, calls, seed)
