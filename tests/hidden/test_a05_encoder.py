@@ -883,6 +883,7 @@ def test_each_shape_rule_on_its_own(student):
                             "3-D ids would give a 5-D mask"))
 
 
+LIMITS_TOL = 1e-4
 LIMIT_CASES = {
     # case -> which valid inputs at the contract's limits it gives (the calls: _limit_calls)
     "batch_and_width_past_256": tr("a batch of 260 and d_model = 264 (Python shares int objects only up to 256: "
@@ -923,7 +924,9 @@ def test_sizes_at_the_limits(student, case):
                                     exception=exc.type_name or "an error", message=exc.message[:300])) from None
         with torch.no_grad():
             want = ref_model(*calls[0]["args"])
-        assert_close(_tensor(got["out"], f"{kind}.forward"), want, what=what, atol=ATOL, rtol=RTOL)
+        # values are tested on other sizes; here float32 sums over 264 features of another correct order of
+        # operations must not fail (1.4e-5 was seen after a LayerNorm), while a refused input still does
+        assert_close(_tensor(got["out"], f"{kind}.forward"), want, what=what, atol=LIMITS_TOL, rtol=LIMITS_TOL)
 
 
 # ----------------------------------------------------------------------------- API and speed
