@@ -40,14 +40,20 @@ def _tokenizer(path):
 def embed(mod, encoder, tokenizer_path, sentences, batch_size=None):
     """embed_sentences(model, tokenizer, sentences[, batch_size]).
 
-    returns {"embeddings": what it returned, "shapes": [[b, n] of input_ids at every model call]}
+    returns {"embeddings": what it returned,
+             "calls": [{"shape": [b, n], "lengths": the real (non-[PAD]) tokens of each row} of input_ids at
+                       every model call]}
     """
     model = _model(encoder)
-    shapes = []
+    pad_id = _tokenizer(tokenizer_path).token_to_id("[PAD]")
+    calls = []
 
     def record(module, args, kwargs):
         ids = args[0] if args else kwargs.get("input_ids")
-        shapes.append(list(ids.shape) if isinstance(ids, torch.Tensor) else None)
+        if isinstance(ids, torch.Tensor) and ids.dim() == 2:
+            calls.append({"shape": list(ids.shape), "lengths": (ids != pad_id).sum(dim=1).tolist()})
+        else:
+            calls.append(None)
 
     handle = model.register_forward_pre_hook(record, with_kwargs=True)
     try:
@@ -56,7 +62,7 @@ def embed(mod, encoder, tokenizer_path, sentences, batch_size=None):
         # the worker checks it comes back unchanged
     finally:
         handle.remove()
-    return {"embeddings": data(out), "shapes": shapes}
+    return {"embeddings": data(out), "calls": calls}
 
 
 def retrieve(mod, encoder, tokenizer_path, documents, queries, k):
