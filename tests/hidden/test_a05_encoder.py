@@ -18,7 +18,7 @@ import pytest
 import torch
 from hypothesis import strategies as st
 
-from grader.engine import properties, testing
+from grader.engine import dropout_order, properties, testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
     Axis,
@@ -435,6 +435,37 @@ def test_feed_forward_matches_reference(student, activation):
                    hint=tr("linear1 -> activation -> dropout -> linear2, applied to every token."))
 
 
+
+FFN_DROPOUT_P = 0.5
+
+
+def test_feed_forward_dropout_between_the_linears(student):
+    """PositionwiseFeedForward in train mode drops activations between linear1 and linear2 (not the input or the output)"""  # noqa: E501 (the report's test name)
+    # Whatever the random draws, the contract's order gives y = linear2(keep * act(linear1(x)) / (1 - p)) with keep
+    # 0 or 1 per entry. linear2's weight is (d_model, d_ff) with d_ff < d_model, so z = (y - b2) solved against W2
+    # recovers each hidden entry, which must be 0 or act / (1 - p): a fact of the order alone, not of the draws.
+    d, d_ff, B, n = 16, 8, 4, 6
+    init = {"d_model": d, "d_ff": d_ff, "dropout": FFN_DROPOUT_P, "activation": "gelu"}
+    ref_model, state = _make("PositionwiseFeedForward", init, seed=22)
+    x = seeded_randn(B, n, d, seed=23)
+    results = _run(student, "PositionwiseFeedForward", init, state, [{"args": [x]}], train=True, seed=4)
+    what = tr("PositionwiseFeedForward(16, 8, dropout={p}, activation='gelu') in train mode", p=FFN_DROPOUT_P)
+    y = assert_shape(_tensor(results[0]["out"], what), (B, n, d), what=what).astype(np.float64)
+    with torch.no_grad():
+        act = torch.nn.functional.gelu(ref_model.linear1(x)).double().numpy() / (1 - FFN_DROPOUT_P)  # (B, n, d_ff)
+    w2 = state["linear2.weight"].double().numpy()  # (d, d_ff)
+    b2 = state["linear2.bias"].double().numpy()  # (d,)
+    z, *_ = np.linalg.lstsq(w2, (y - b2).reshape(-1, d).T, rcond=None)  # (d_ff, B * n)
+    z = z.T.reshape(B, n, d_ff)
+    hint = tr("The contract's order: linear2(dropout(activation(linear1(x)))), the activations dropped (or kept and "
+              "scaled by 1 / (1 - p)) between the two linears. Dropout on the input, before the activation or on "
+              "linear2's output gives other values.")
+    if np.abs(z @ w2.T + b2 - y).max() > 1e-3:
+        raise AssertionError(tr("{what}: your output is not linear2 of any hidden vector. {hint}", what=what,
+                                hint=hint))
+    dropout_order.check_entries(z, act, what=what, hint=hint)
+
+
 LAYER_HINTS = {
     "pre_ln": tr("Your layer seems pre-LN (x + sublayer(norm(x))); the contract is post-LN as in the original "
                  "Transformer: x = norm1(x + dropout(self_attn(x))), then x = norm2(x + dropout(ffn(x))) (slide "
@@ -728,6 +759,54 @@ def test_eval_deterministic_and_dropout_in_train(student):
         raise AssertionError(tr("Encoder(dropout=0.3) gives the same output in train mode as in eval mode: "
                                 "dropout is not applied (pass dropout to the embeddings' nn.Dropout and to every "
                                 "EncoderLayer)"))
+
+
+
+# Where dropout sits in a layer and in the encoder (grader/engine/dropout_order.py): each sub-layer's output made
+# a constant with one non-zero feature, so that a train-mode forward can come out in only a few ways.
+DROP_P = 0.5
+LAYER_ORDER_HINT = tr("The contract's order: x = norm1(x + dropout(self_attn(x, x, x, mask))), then "
+                      "x = norm2(x + dropout(ffn(x))): dropout on each sub-layer's output, before the residual sum; "
+                      "not on the sum, not after the norm.")
+
+
+SUBLAYER_NAMES = (tr("the self-attention's output"), tr("the feed-forward's output"))
+
+
+def test_encoder_layer_dropout_on_each_sublayer_output(student):
+    """EncoderLayer in train mode drops each sub-layer's output before its residual sum: norm(x + dropout(sublayer(x)))"""  # noqa: E501 (the report's test name)
+    B, n, d = 8, 8, 16
+    init = {"d_model": d, "n_heads": 2, "d_ff": 8, "dropout": DROP_P}
+    _, state = _make("EncoderLayer", init, seed=120)
+    steps = dropout_order.constant_sublayers(state, "", ["self_attn", "ffn"], d, eps=1e-5)
+    x = seeded_randn(B, n, d, seed=121)
+    what = tr("EncoderLayer(16, 2, 8, dropout={p}) in train mode", p=DROP_P)
+    results = _run(student, "EncoderLayer", init, state, [{"args": [x]}], train=True, seed=5)
+    got = assert_shape(_tensor(results[0]["out"], what), (B, n, d), what=what)
+    dropout_order.check(got, dropout_order.outcomes(x, steps, DROP_P), list(SUBLAYER_NAMES), what=what,
+                        hint=LAYER_ORDER_HINT)
+
+
+def test_encoder_dropout_after_adding_pe(student):
+    """Encoder in train mode drops the sum of the scaled embeddings and the positional encoding, then runs the layers"""  # noqa: E501 (the report's test name)
+    B, n, d = 8, 8, 16
+    init = {"vocab_size": n + 1, "d_model": d, "n_heads": 2, "d_ff": 8, "n_layers": 1, "max_len": n,
+            "dropout": DROP_P, "pad_id": 0}
+    ref_model, state = _make("Encoder", init, seed=122)
+    summed = torch.zeros(d)
+    summed[7] = 2.0
+    # token p + 1 at position p, whose embedding * sqrt(d) + pe[p] is summed
+    state["embedding.weight"] = dropout_order.rows_summing_to(summed, ref_model.pe[:n])
+    steps = [dropout_order.Step(summed), *dropout_order.constant_sublayers(state, "layers.0.", ["self_attn", "ffn"],
+                                                                           d, eps=1e-5)]
+    ids = torch.arange(1, n + 1).expand(B, n).clone()
+    what = tr("Encoder(dropout={p}, one layer) in train mode", p=DROP_P)
+    results = _run(student, "Encoder", init, state, [{"args": [ids]}], train=True, seed=6)
+    got = assert_shape(_tensor(results[0]["out"], what), (B, n, d), what=what)
+    dropout_order.check(got, dropout_order.outcomes(torch.zeros(B, n, d), steps, DROP_P),
+                        [tr("embedding * sqrt(d_model) + pe"), *SUBLAYER_NAMES], what=what,
+                        hint=tr("The contract's order: x = dropout(embedding(ids) * sqrt(d_model) + pe[:n]), then "
+                                "every layer. {layer}", layer=LAYER_ORDER_HINT))
 
 
 # ----------------------------------------------------------------------------- errors

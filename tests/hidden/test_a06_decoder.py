@@ -31,7 +31,7 @@ import pytest
 import torch
 from hypothesis import strategies as st
 
-from grader.engine import properties, stages, testing
+from grader.engine import dropout_order, properties, stages, testing
 from grader.engine.errors import StudentError
 from grader.engine.testing import (
     Axis,
@@ -453,6 +453,53 @@ def test_decoder_matches_reference(student, case):
         tr("x = dropout(embedding(tgt_ids) * sqrt(d_model) + pe[:m]); tgt_mask=None means causal_mask(m) & "
            "padding_mask(tgt_ids, pad_id); every layer gets (x, memory, tgt_mask, memory_mask).")))
 
+
+
+# Where dropout sits in a layer and in the decoder (grader/engine/dropout_order.py): each sub-layer's output made a
+# constant with one non-zero feature, so that a train-mode forward can come out in only a few ways.
+DROP_P = 0.5
+DECODER_SUBLAYERS = ["self_attn", "cross_attn", "ffn"]
+SUBLAYER_NAMES = [tr("the self-attention's output"), tr("the cross-attention's output"),
+                  tr("the feed-forward's output")]
+LAYER_ORDER_HINT = tr("The contract's order: x = norm1(x + dropout(self_attn(x, x, x, tgt_mask))), then "
+                      "x = norm2(x + dropout(cross_attn(x, memory, memory, memory_mask))), then "
+                      "x = norm3(x + dropout(ffn(x))): dropout on each sub-layer's output, before the residual sum; "
+                      "not on the sum, not after the norm.")
+
+
+def test_decoder_layer_dropout_on_each_sublayer_output(student):
+    """DecoderLayer in train mode drops each sub-layer's output before its residual sum: norm(x + dropout(sublayer(...)))"""  # noqa: E501 (the report's test name)
+    B, m, n, d = 8, 8, 5, 16
+    init = {"d_model": d, "n_heads": 2, "d_ff": 8, "dropout": DROP_P}
+    _, state = _make("DecoderLayer", init, seed=120)
+    steps = dropout_order.constant_sublayers(state, "", DECODER_SUBLAYERS, d, eps=1e-5)
+    x, memory = seeded_randn(B, m, d, seed=121), seeded_randn(B, n, d, seed=122)
+    what = tr("DecoderLayer(16, 2, 8, dropout={p}) in train mode", p=DROP_P)
+    got = _tensor(_run(student, "DecoderLayer", init, state, [{"args": [x, memory]}], train=True)[0], what)
+    dropout_order.check(assert_shape(got, (B, m, d), what=what), dropout_order.outcomes(x, steps, DROP_P),
+                        SUBLAYER_NAMES, what=what, hint=LAYER_ORDER_HINT)
+
+
+def test_decoder_dropout_after_adding_pe(student):
+    """Decoder in train mode drops the sum of the scaled embeddings and the positional encoding, then runs the layers"""  # noqa: E501 (the report's test name)
+    B, m, n, d = 8, 8, 5, 16
+    init = {"vocab_size": m + 1, "d_model": d, "n_heads": 2, "d_ff": 8, "n_layers": 1, "max_len": m,
+            "dropout": DROP_P, "pad_id": 0}
+    ref_model, state = _make("Decoder", init, seed=123)
+    summed = torch.zeros(d)
+    summed[7] = 2.0
+    # token p + 1 at position p, whose embedding * sqrt(d) + pe[p] is summed
+    state["embedding.weight"] = dropout_order.rows_summing_to(summed, ref_model.pe[:m])
+    steps = [dropout_order.Step(summed),
+             *dropout_order.constant_sublayers(state, "layers.0.", DECODER_SUBLAYERS, d, eps=1e-5)]
+    ids, memory = torch.arange(1, m + 1).expand(B, m).clone(), seeded_randn(B, n, d, seed=124)
+    what = tr("Decoder(dropout={p}, one layer) in train mode", p=DROP_P)
+    got = _tensor(_run(student, "Decoder", init, state, [{"args": [ids, memory]}], train=True)[0], what)
+    dropout_order.check(assert_shape(got, (B, m, d), what=what),
+                        dropout_order.outcomes(torch.zeros(B, m, d), steps, DROP_P),
+                        [tr("embedding * sqrt(d_model) + pe"), *SUBLAYER_NAMES], what=what,
+                        hint=tr("The contract's order: x = dropout(embedding(tgt_ids) * sqrt(d_model) + pe[:m]), "
+                                "then every layer. {layer}", layer=LAYER_ORDER_HINT))
 
 # ----------------------------------------------------------------------------- Seq2SeqTransformer
 

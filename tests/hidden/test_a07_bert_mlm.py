@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader.engine import properties, stages, testing
+from grader.engine import dropout_order, properties, stages, testing
 from grader.engine.testing import (
     Axis,
     as_array,
@@ -199,6 +199,21 @@ def test_embeddings_forward(student, types):
         HINT_EPS: lambda: _forward(_variant("BertEmbeddings", EMB, state, layer_norm_eps=1e-5), ids, **kwargs),
     }, hint=tr("Sum the three embeddings, then norm, then dropout (slides 20, 26, 65)."))
 
+
+
+def test_embeddings_dropout_after_the_norm(student):
+    """BertEmbeddings in train mode drops entries of the normalised sum: dropout(norm(sum))"""
+    p = 0.5
+    init = dict(EMB, dropout=p)
+    ref_model, state = _make("BertEmbeddings", init, seed=40)
+    ids = _ids(4, 12, seed=41)
+    what = tr("BertEmbeddings(dropout={p}) in train mode", p=p)
+    (out,) = _run(student, "BertEmbeddings", init, state, [{"args": [ids]}], train=True, seed=7)
+    got = assert_shape(_tensor(out, what), (4, 12, 32), what=what).astype(np.float64)
+    kept = _forward(ref_model, ids).double().numpy() / (1 - p)  # the reference is in eval mode: no dropout
+    dropout_order.check_entries(got, kept, what=what, hint=tr(
+        "The contract's order: sum the three embeddings, LayerNorm, then dropout, so each entry of the output is "
+        "0 or the normalised value scaled by 1 / (1 - p). Dropout before the LayerNorm gives other values."))
 
 # ----------------------------------------------------------------------------- BertModel
 

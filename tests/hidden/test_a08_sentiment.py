@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from grader.engine import paths, properties, stages, testing
+from grader.engine import dropout_order, paths, properties, stages, testing
 from grader.engine.testing import (
     Axis,
     assert_close,
@@ -373,6 +373,27 @@ def test_dropout_only_in_training(student):
                                 "not applied. Apply self.dropout to the pooled vector before the classifier "
                                 "(slide 71).", what=what))
 
+
+
+def test_classifier_dropout_on_the_pooled_vector(student):
+    """The classifier drops entries of the pooled vector in train mode, then applies its linear layer"""
+    # num_classes = H and an identity weight make the logits the dropped pooled vector plus the bias
+    p, H = 0.5, TINY["hidden_size"]
+    spec, enc = _tiny_encoder(seed=16)
+    ids, mask = _batch(8, 8, seed=17)
+    bias = 0.5 * torch.randn(H, generator=testing.torch_generator(18))
+    head = {"classifier.weight": torch.eye(H), "classifier.bias": bias}
+    cfg = dict(num_classes=H, pooling="mean", dropout=p)
+    reply = student.probe("logits", encoder=spec, classifier=cfg, head_state=head, calls=[{"args": [ids, mask]}],
+                          train=True)
+    _check_load(reply)
+    what = tr('SentimentClassifier(encoder, num_classes={H}, pooling="mean", dropout={p}) in training mode', H=H, p=p)
+    got = assert_shape(_tensor(reply["results"][0], what), (8, H), what=what).astype(np.float64)
+    with torch.no_grad():
+        pooled = R().mean_pool(enc.eval()(ids, attention_mask=mask), mask).double().numpy()  # (B, H)
+    dropout_order.check_entries(got - bias.double().numpy(), pooled / (1 - p), what=what, hint=tr(
+        "The contract's order: pooled = mean_pool(encoder(...)) (or [CLS]); logits = classifier(dropout(pooled)). "
+        "Dropout on the hidden states before pooling, or on the logits, gives other values."))
 
 # ----------------------------------------------------------------------------- train_classifier
 
