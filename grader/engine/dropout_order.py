@@ -44,12 +44,16 @@ def constant_sublayers(state: dict, prefix: str, sublayers: list, d: int, eps: f
     return steps
 
 
-def rows_summing_to(summed, pe):
-    """An embedding table (n + 1, d) for the ids 1..n at positions 0..n-1 (row 0, the padding id's, zero) whose
-    row scaled by sqrt(d), plus ``pe`` (n, d) at its position, is ``summed`` (d,): the embedding's own step."""
+def one_layer_stack(state: dict, pe, sublayers: list, eps: float) -> list:
+    """An Encoder or Decoder of one layer (``state`` changed in place), fed the ids 1..n at positions 0..n-1: its
+    embedding rows, scaled by sqrt(d) and added to ``pe`` (n, d), give a sum with one non-zero feature (the
+    embedding's own step); then its layer's sub-layers (``constant_sublayers``). Their steps, in order."""
     import torch
-    d = summed.shape[0]
-    return torch.cat([torch.zeros(1, d), (summed - pe) / d ** 0.5])
+    n, d = pe.shape
+    summed = torch.zeros(d)
+    summed[d // 2 - 1] = 2.0
+    state["embedding.weight"] = torch.cat([torch.zeros(1, d), (summed - pe) / d ** 0.5])  # row 0: the padding id
+    return [Step(summed), *constant_sublayers(state, "layers.0.", sublayers, d, eps)]
 
 
 def outcomes(start, steps: list, p: float):

@@ -793,12 +793,7 @@ def test_encoder_dropout_after_adding_pe(student):
     init = {"vocab_size": n + 1, "d_model": d, "n_heads": 2, "d_ff": 8, "n_layers": 1, "max_len": n,
             "dropout": DROP_P, "pad_id": 0}
     ref_model, state = _make("Encoder", init, seed=122)
-    summed = torch.zeros(d)
-    summed[7] = 2.0
-    # token p + 1 at position p, whose embedding * sqrt(d) + pe[p] is summed
-    state["embedding.weight"] = dropout_order.rows_summing_to(summed, ref_model.pe[:n])
-    steps = [dropout_order.Step(summed), *dropout_order.constant_sublayers(state, "layers.0.", ["self_attn", "ffn"],
-                                                                           d, eps=1e-5)]
+    steps = dropout_order.one_layer_stack(state, ref_model.pe[:n], ["self_attn", "ffn"], eps=1e-5)
     ids = torch.arange(1, n + 1).expand(B, n).clone()
     what = tr("Encoder(dropout={p}, one layer) in train mode", p=DROP_P)
     results = _run(student, "Encoder", init, state, [{"args": [ids]}], train=True, seed=6)

@@ -486,12 +486,7 @@ def test_decoder_dropout_after_adding_pe(student):
     init = {"vocab_size": m + 1, "d_model": d, "n_heads": 2, "d_ff": 8, "n_layers": 1, "max_len": m,
             "dropout": DROP_P, "pad_id": 0}
     ref_model, state = _make("Decoder", init, seed=123)
-    summed = torch.zeros(d)
-    summed[7] = 2.0
-    # token p + 1 at position p, whose embedding * sqrt(d) + pe[p] is summed
-    state["embedding.weight"] = dropout_order.rows_summing_to(summed, ref_model.pe[:m])
-    steps = [dropout_order.Step(summed),
-             *dropout_order.constant_sublayers(state, "layers.0.", DECODER_SUBLAYERS, d, eps=1e-5)]
+    steps = dropout_order.one_layer_stack(state, ref_model.pe[:m], DECODER_SUBLAYERS, eps=1e-5)
     ids, memory = torch.arange(1, m + 1).expand(B, m).clone(), seeded_randn(B, n, d, seed=124)
     what = tr("Decoder(dropout={p}, one layer) in train mode", p=DROP_P)
     got = _tensor(_run(student, "Decoder", init, state, [{"args": [ids, memory]}], train=True)[0], what)
