@@ -55,6 +55,11 @@ UID_BASE = 200_000  # one uid per trusted process: workers of parallel grades ca
 # stage 8 alone 1010 -> 884 MB) for no measurable CPU time; 1 MB and below cost ~25% more CPU
 # (page faults on every batch). Set for the fork servers (their workers inherit it) and the session.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(4 * 2**20)}
+# A worker's OpenMP threads (torch's, libgomp) spin at most 10,000 rounds at a barrier, then sleep: a spin is CPU
+# time charged to the student (charging.py), and on a loaded machine a thread spins for as long as its sibling
+# waits for a CPU. Stage 6 with 2 threads beside 2 busy loops: its training test 93 s with libgomp's default, 22 s
+# so, 12 s with no spin at all (OMP_WAIT_POLICY=PASSIVE), which costs +47 % wall on a quiet machine (this: +3 %).
+WAIT_ENV = {"GOMP_SPINCOUNT": "10000"}
 MECHANISMS = ("namespaces", "new_root", "separate_uid", "landlock", "seccomp")
 GUARANTEES = ("secrets_hidden", "network", "grader_unreachable", "writes_confined", "limits")
 LAYERS = MECHANISMS + GUARANTEES
@@ -431,8 +436,8 @@ def one_line(described: dict) -> str:
 
 def base_env(threads: int) -> dict:
     """What every process on the worker side of the boundary gets: a path, a
-    locale, and its BLAS/OpenMP threads."""
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **cores.blas_env(threads), **MALLOC_ENV}
+    locale, its BLAS/OpenMP threads, and threads that sleep while they wait."""
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **cores.blas_env(threads), **WAIT_ENV, **MALLOC_ENV}
     for key in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # some CPUs need these for correct BLAS
         if key in os.environ:
             env[key] = os.environ[key]

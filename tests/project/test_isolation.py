@@ -12,7 +12,8 @@ from grader.engine.options import GradingOptions
 PROBE = ROOT / "tests" / "project" / "isolation_probe" / "a02_softmax.py"
 ALLOWED_ENV = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "OMP_NUM_THREADS",
                "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LC_CTYPE",
-               "MALLOC_MMAP_THRESHOLD_"}  # glibc malloc tuning (isolation.MALLOC_ENV), no secret
+               "MALLOC_MMAP_THRESHOLD_",  # glibc malloc tuning (isolation.MALLOC_ENV), no secret
+               "GOMP_SPINCOUNT"}  # how long OpenMP threads spin (isolation.WAIT_ENV), no secret
 
 
 def probe(tmp_path, isolation, monkeypatch):
