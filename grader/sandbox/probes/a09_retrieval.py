@@ -11,6 +11,8 @@ Common arguments
     encoder         {"init": BertModel kwargs, "path": checkpoint folder}
     tokenizer_path  path of tokenizer.json
 """
+import functools
+
 import torch
 
 from ._common import data
@@ -37,6 +39,12 @@ def _tokenizer(path):
     return Tokenizer.from_file(path)
 
 
+@functools.cache
+def _pad_id(path):
+    """The [PAD] id of the checkpoint's tokenizer.json, read once per worker (reading the file takes ~40 ms)."""
+    return _tokenizer(path).token_to_id("[PAD]")
+
+
 def embed(mod, encoder, tokenizer_path, sentences, batch_size=None):
     """embed_sentences(model, tokenizer, sentences[, batch_size]).
 
@@ -45,7 +53,7 @@ def embed(mod, encoder, tokenizer_path, sentences, batch_size=None):
                        every model call]}
     """
     model = _model(encoder)
-    pad_id = _tokenizer(tokenizer_path).token_to_id("[PAD]")
+    pad_id = _pad_id(tokenizer_path)
     calls = []
 
     def record(module, args, kwargs):
